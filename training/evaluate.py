@@ -1,0 +1,54 @@
+"""Translate a test set with a checkpoint (PyTorch reference decoder) and score it with sacrebleu."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from training import checkpoint
+from training.data import read_pairs
+from training.decode import beam_search, greedy, strip_eos
+
+
+def evaluate(
+    ckpt: str | Path,
+    test_file: str | Path,
+    hypotheses_out: str | Path | None = None,
+    beam_size: int = 4,
+    length_penalty: float = 1.0,
+    batch_size: int = 32,
+    limit: int = 0,
+) -> dict[str, float]:
+    import sacrebleu
+
+    model, config, vocab_files = checkpoint.load_model(ckpt)
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer = checkpoint.load_tokenizer(vocab_files, tmp)
+    pairs = read_pairs(test_file)
+    if limit:
+        pairs = pairs[:limit]
+    limit_src = config.model.max_positions - 1
+    sources = [tokenizer.encode_source(s)[:limit_src] for s, _ in pairs]
+    max_lens = [min(config.model.max_positions, 2 * len(s) + 10) for s in sources]
+    hyps: list[str] = []
+    eos = config.model.eos_id
+    with torch.no_grad():
+        if beam_size == 1:
+            for start in tqdm(range(0, len(sources), batch_size), desc="translate", unit="batch"):
+                outs = greedy(model, sources[start : start + batch_size], max_lens[start : start + batch_size])
+                hyps += [tokenizer.decode(strip_eos(o.tokens, eos)) for o in outs]
+        else:
+            for src, max_len in tqdm(list(zip(sources, max_lens, strict=True)), desc="translate", unit="sent"):
+                best = beam_search(model, src, beam_size, max_len, length_penalty)[0]
+                hyps.append(tokenizer.decode(strip_eos(best.tokens, eos)))
+    refs = [t for _, t in pairs]
+    if hypotheses_out:
+        Path(hypotheses_out).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    return {
+        "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
+        "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
+        "sentences": float(len(pairs)),
+    }

@@ -1,0 +1,347 @@
+"""The training loop: token-count batches, label smoothing, Adam + inverse-sqrt warm-up, exact resume.
+
+One script for one CPU, one GPU or several GPUs: under ``torchrun`` it trains with
+DistributedDataParallel, each rank taking every world_size-th batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from service.tokenizer import Tokenizer
+from training import checkpoint
+from training.config import Config, dump_toml
+from training.data import Example, encode_pairs, read_pairs, token_batches
+from training.decode import greedy, strip_eos
+from training.model import Transformer, count_parameters, label_smoothed_nll
+
+log = logging.getLogger("training")
+
+
+def inverse_sqrt(step: int, d_model: int, warmup: int, scale: float) -> float:
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (section 5.3)."""
+    step = max(step, 1)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@dataclass
+class Position:
+    """Where training is: enough to resume exactly after a kill."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    elapsed: float = 0.0
+    best_chrf: float = -1.0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def collate(
+    examples: list[Example], indices: list[int], cfg: Config, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(src with EOS, decoder input BOS+y, decoder target y+EOS), right-padded."""
+    m = cfg.model
+    rows = [examples[i] for i in indices]
+    src_w = max(len(s) for s, _ in rows) + 1
+    tgt_w = max(len(t) for _, t in rows) + 1
+    src = torch.full((len(rows), src_w), m.pad_id, dtype=torch.long)
+    tgt_in = torch.full((len(rows), tgt_w), m.pad_id, dtype=torch.long)
+    tgt_out = torch.full((len(rows), tgt_w), m.pad_id, dtype=torch.long)
+    for r, (s, t) in enumerate(rows):
+        src[r, : len(s) + 1] = torch.tensor(s + [m.eos_id])
+        tgt_in[r, : len(t) + 1] = torch.tensor([m.bos_id] + t)
+        tgt_out[r, : len(t) + 1] = torch.tensor(t + [m.eos_id])
+    return src.to(device), tgt_in.to(device), tgt_out.to(device)
+
+
+@torch.no_grad()
+def evaluate_dev(
+    model: Transformer,
+    cfg: Config,
+    dev: list[Example],
+    dev_refs: list[str],
+    tokenizer: Tokenizer,
+    device: torch.device,
+) -> dict[str, float]:
+    """Dev loss/perplexity on all of dev, BLEU/chrF of greedy output on the first sentences."""
+    import sacrebleu
+
+    model.eval()
+    total_nll, total_tokens = 0.0, 0
+    for indices in token_batches(dev, cfg.train.batch_tokens, seed=0, epoch=0):
+        src, tgt_in, tgt_out = collate(dev, indices, cfg, device)
+        logits = model(src, tgt_in)
+        _, nll = label_smoothed_nll(logits, tgt_out, 0.0, cfg.model.pad_id)
+        total_nll += float(nll)
+        total_tokens += int((tgt_out != cfg.model.pad_id).sum())
+    n = min(cfg.data.dev_bleu_sentences, len(dev))
+    hyps: list[str] = []
+    for start in range(0, n, 64):
+        sources = [s for s, _ in dev[start : min(n, start + 64)]]
+        lens = [min(cfg.model.max_positions, 2 * len(s) + 10) for s in sources]
+        outs = greedy(model, sources, lens)
+        hyps += [tokenizer.decode(strip_eos(o.tokens, cfg.model.eos_id)) for o in outs]
+    refs = dev_refs[:n]
+    model.train()
+    loss = total_nll / max(1, total_tokens)
+    return {
+        "dev_loss": loss,
+        "dev_ppl": math.exp(min(loss, 50)),
+        "dev_bleu": sacrebleu.corpus_bleu(hyps, [refs]).score if n else 0.0,
+        "dev_chrf": sacrebleu.corpus_chrf(hyps, [refs]).score if n else 0.0,
+    }
+
+
+class Trainer:
+    def __init__(self, cfg: Config, run_dir: str | Path):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.world > 1 and not dist.is_initialized():
+            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        if torch.cuda.is_available():
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            self.device = torch.device("cuda", local)
+        else:
+            self.device = torch.device("cpu")
+            if cfg.train.threads:
+                torch.set_num_threads(cfg.train.threads)
+        self.is_main = self.rank == 0
+        self.stop_requested = False
+
+    def load_data(self) -> None:
+        cfg = self.cfg
+        self.tokenizer = Tokenizer(cfg.data.vocab)
+        if len(self.tokenizer) != cfg.model.vocab_size:
+            log.info("model.vocab_size %d -> %d (the vocabulary's size)", cfg.model.vocab_size, len(self.tokenizer))
+            cfg.model.vocab_size = len(self.tokenizer)
+        sp = self.tokenizer.specials
+        cfg.model.pad_id, cfg.model.unk_id = sp.pad_id, sp.unk_id
+        cfg.model.bos_id, cfg.model.eos_id = sp.bos_id, sp.eos_id
+        limit = min(cfg.data.max_source_pieces, cfg.model.max_positions)
+        target_limit = min(cfg.data.max_target_pieces, cfg.model.max_positions)
+        self.train, dropped = encode_pairs(self.tokenizer, read_pairs(cfg.data.train), limit, target_limit)
+        if not self.train:
+            raise ValueError(f"{cfg.data.train}: no pair fits the length limits; nothing to train on")
+        dev_pairs = read_pairs(cfg.data.dev)
+        # Dev keeps every pair that fits, in file order, so BLEU is comparable across runs.
+        self.dev, self.dev_refs = [], []
+        for src, tgt in dev_pairs:
+            s, t = self.tokenizer.encode_source(src), self.tokenizer.encode_target(tgt)
+            if s and t and len(s) < limit and len(t) < target_limit:
+                self.dev.append((s, t))
+                self.dev_refs.append(tgt)
+        log.info(
+            "train: %d pairs (%d over the length limits dropped), dev: %d pairs",
+            len(self.train), dropped, len(self.dev),
+        )
+
+    def build(self) -> None:
+        cfg = self.cfg
+        torch.manual_seed(cfg.train.seed)
+        random.seed(cfg.train.seed)
+        np.random.seed(cfg.train.seed)
+        self.model = Transformer(cfg.model).to(self.device)
+        self.module = self.model
+        if self.world > 1:
+            self.model = torch.nn.parallel.DistributedDataParallel(  # type: ignore[assignment]
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
+        t = cfg.train
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=1.0, betas=t.adam_betas, eps=t.adam_eps,
+            weight_decay=t.weight_decay,
+        )
+        self.use_amp = t.amp and self.device.type == "cuda"
+        self.amp_dtype = torch.bfloat16 if self.use_amp and torch.cuda.is_bf16_supported() else torch.float16
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp and self.amp_dtype == torch.float16)
+        self.pos = Position()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "config": self.cfg.to_dict(),
+            "model": self.module.state_dict(),
+            "vocab_files": checkpoint.read_vocab_files(self.cfg.data.vocab),
+            "train_state": {
+                "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "position": self.pos.__dict__,
+                "rng": rng_state(),
+            },
+        }
+
+    def resume(self, path: Path) -> None:
+        payload = checkpoint.load(path)
+        self.module.load_state_dict(payload["model"])
+        ts = payload.get("train_state")
+        if ts is None:
+            raise checkpoint.CheckpointError(f"{path} holds weights only (averaged?); cannot resume from it")
+        self.optimizer.load_state_dict(ts["optimizer"])
+        self.scaler.load_state_dict(ts["scaler"])
+        self.pos = Position(**ts["position"])
+        set_rng_state(ts["rng"])
+        log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.pos.step, self.pos.epoch, self.pos.batch_in_epoch)
+
+    def save(self, best: bool = False) -> None:
+        if not self.is_main:
+            return
+        state = self.state()
+        path = self.run_dir / f"checkpoint-{self.pos.step:07d}.pt"
+        checkpoint.save(path, state)
+        checkpoint.save(self.run_dir / "last.pt", state)
+        if best:
+            checkpoint.save(self.run_dir / "best.pt", state)
+        kept = sorted(self.run_dir.glob("checkpoint-*.pt"))
+        for old in kept[: -self.cfg.train.keep_last]:
+            old.unlink()
+
+    def lr(self, step: int) -> float:
+        t = self.cfg.train
+        return inverse_sqrt(step, self.cfg.model.d_model, t.warmup_steps, t.lr)
+
+    def step_batches(self):  # type: ignore[no-untyped-def]
+        """Yield (epoch, batch index, index list) from the saved position on, forever."""
+        t = self.cfg.train
+        epoch, start = self.pos.epoch, self.pos.batch_in_epoch
+        while True:
+            batches = token_batches(self.train, t.batch_tokens, t.seed, epoch)
+            usable = len(batches) - len(batches) % self.world if self.world > 1 else len(batches)
+            for b in range(start, usable, self.world):
+                yield epoch, b + self.world, batches[b + self.rank]
+            epoch, start = epoch + 1, 0
+
+    def fit(self) -> Position:
+        cfg, t = self.cfg, self.cfg.train
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            (self.run_dir / "config.toml").write_text(dump_toml(cfg), encoding="utf-8")
+        last = self.run_dir / "last.pt"
+        if last.exists():
+            self.resume(last)
+        log.info("model: %s parameters on %s", f"{count_parameters(self.module):,}", self.device)
+        self._install_signal_handlers()
+        self.model.train()
+        batches = self.step_batches()
+        started = time.monotonic() - self.pos.elapsed
+        window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
+        bar = tqdm(
+            total=t.max_steps, initial=self.pos.step, disable=not self.is_main, unit="step",
+            mininterval=10, dynamic_ncols=True,
+        )
+        while self.pos.step < t.max_steps and not self.stop_requested:
+            if t.max_minutes and time.monotonic() - started > t.max_minutes * 60:
+                log.info("time budget of %.1f minutes reached", t.max_minutes)
+                break
+            lr = self.lr(self.pos.step + 1)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.zero_grad(set_to_none=True)
+            step_tokens, step_loss = 0, 0.0
+            micro = []
+            for _ in range(t.accumulate):
+                epoch, next_b, indices = next(batches)
+                micro.append(collate(self.train, indices, cfg, self.device))
+                self.pos.epoch, self.pos.batch_in_epoch = epoch, next_b
+            n_tokens = sum(int((m[2] != cfg.model.pad_id).sum()) for m in micro)
+            for src, tgt_in, tgt_out in micro:
+                with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):
+                    logits = self.model(src, tgt_in)
+                loss, nll = label_smoothed_nll(logits, tgt_out, t.label_smoothing, cfg.model.pad_id)
+                self.scaler.scale(loss / n_tokens).backward()
+                step_loss += float(nll)
+            step_tokens = n_tokens
+            self.scaler.unscale_(self.optimizer)
+            if t.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.pos.step += 1
+            self.pos.elapsed = time.monotonic() - started
+            window_tokens += step_tokens
+            window_loss += step_loss
+            bar.update(1)
+            record: dict[str, Any] = {"step": self.pos.step, "train_nll": step_loss / step_tokens}
+            if self.pos.step % t.log_every == 0:
+                rate = window_tokens / max(1e-9, time.monotonic() - window_start)
+                log.info(
+                    "step %d  epoch %d  nll %.3f  lr %.2e  %.0f tgt tok/s  %.1f min",
+                    self.pos.step, self.pos.epoch, window_loss / window_tokens, lr, rate * self.world,
+                    self.pos.elapsed / 60,
+                )
+                bar.set_postfix(nll=f"{window_loss / window_tokens:.3f}", tok_s=f"{rate:.0f}")
+                window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
+            best = False
+            if self.pos.step % t.eval_every == 0:
+                best = self._evaluate(record)
+            self.pos.history.append(record)
+            if self.pos.step % t.save_every == 0 or best:
+                self.save(best)
+        bar.close()
+        if self.pos.step % t.save_every:
+            self.save()
+        return self.pos
+
+    def _evaluate(self, record: dict[str, Any]) -> bool:
+        if not self.is_main or not self.dev:
+            return False
+        scores = evaluate_dev(self.module, self.cfg, self.dev, self.dev_refs, self.tokenizer, self.device)
+        record.update(scores, minutes=self.pos.elapsed / 60)
+        log.info(
+            "eval step %d: dev nll %.3f ppl %.2f BLEU %.2f chrF %.2f",
+            self.pos.step, scores["dev_loss"], scores["dev_ppl"], scores["dev_bleu"], scores["dev_chrf"],
+        )
+        with (self.run_dir / "evals.jsonl").open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+        if scores["dev_chrf"] > self.pos.best_chrf:
+            self.pos.best_chrf = scores["dev_chrf"]
+            return True
+        return False
+
+    def _install_signal_handlers(self) -> None:
+        def request_stop(signum: int, _frame: object) -> None:
+            log.info("signal %d: saving a checkpoint after this step, then stopping", signum)
+            self.stop_requested = True
+
+        try:
+            signal.signal(signal.SIGTERM, request_stop)
+            signal.signal(signal.SIGINT, request_stop)
+        except ValueError:  # not the main thread (e.g. called from a test helper)
+            pass
+
+
+def train(cfg: Config, run_dir: str | Path) -> Position:
+    trainer = Trainer(cfg, run_dir)
+    trainer.load_data()
+    trainer.build()
+    return trainer.fit()
