@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-WORDS = ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op", "qr", "st", "uv", "wx"]
+WORDS = ["red", "blue", "green", "black", "white", "gold", "pink", "gray", "cyan", "teal", "navy", "plum"]
 
 
 def make_pairs(n: int, seed: int, min_len: int = 2, max_len: int = 6) -> list[tuple[str, str]]:

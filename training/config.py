@@ -108,7 +108,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "model": {"d_model": 64, "n_heads": 4, "d_ff": 128, "encoder_layers": 2,
                   "decoder_layers": 2, "dropout": 0.0, "vocab_size": 64, "max_positions": 128},
         "train": {"batch_tokens": 512, "warmup_steps": 100, "eval_every": 100, "save_every": 100,
-                  "log_every": 20, "lr": 0.7},
+                  "log_every": 20, "lr": 0.5},
     },
     "small": {
         "model": {"d_model": 256, "n_heads": 4, "d_ff": 1024, "encoder_layers": 3,

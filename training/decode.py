@@ -2,7 +2,8 @@
 
 They define the search that the service's ONNX engine must reproduce exactly:
 
-* the source is ``pieces + [EOS]``; the target starts from ``bos_id``;
+* the source is ``pieces + [EOS]``; the target starts from ``bos_id``; padding and BOS are never
+  generated (their log-probability is -inf: ``Transformer.next_token_logprobs``);
 * a hypothesis' score is the sum of its token log-probabilities; a finished one is ranked by
   ``score / len ** length_penalty`` where ``len`` counts its tokens, EOS included;
 * each step, every alive hypothesis proposes its ``min(2 * beam, V)`` best next tokens; all proposals
@@ -45,7 +46,7 @@ def source_tensor(model: Transformer, batch: list[list[int]]) -> Tensor:
 def next_logprobs(model: Transformer, memory: Tensor, src: Tensor, prefixes: Tensor) -> Tensor:
     """Log-probabilities (B, V) of the token after each prefix (prefixes start with BOS)."""
     logits, _ = model.decode(prefixes, memory, src)
-    return logits[:, -1].float().log_softmax(dim=-1)
+    return model.next_token_logprobs(logits[:, -1])
 
 
 @torch.no_grad()

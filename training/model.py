@@ -223,6 +223,12 @@ class Transformer(nn.Module):
         weight = self.embed_tokens.weight if self.output_proj is None else self.output_proj.weight
         return F.linear(x, weight) + self.final_logits_bias
 
+    def next_token_logprobs(self, logits: Tensor) -> Tensor:
+        """Log-probabilities for search: padding and BOS are never generated."""
+        banned = torch.tensor([self.config.pad_id, self.config.bos_id], device=logits.device)
+        logits = logits.float().index_fill(-1, banned, float("-inf"))
+        return logits.log_softmax(dim=-1)
+
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         return self.decode(tgt_in, self.encode(src), src)[0]
 

@@ -1,0 +1,60 @@
+"""Shared fixtures: a synthetic corpus, its vocabulary, a trained tiny checkpoint and its bundle.
+
+Building them costs about a minute on 2 cores, so they are session-scoped and shared by the training,
+export, engine and service tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.synthetic import write_corpus
+
+TINY_STEPS = 800
+
+
+@pytest.fixture(scope="session")
+def synthetic_corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab(synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from training.vocab import train_vocab
+
+    out = tmp_path_factory.mktemp("vocab")
+    train_vocab(synthetic_corpus[0], out, vocab_size=96)
+    return out
+
+
+def tiny_config(train: Path, dev: Path, vocab: Path, steps: int = TINY_STEPS, **train_overrides: object):
+    from training.config import load_config
+
+    overrides = [f"data.train={train}", f"data.dev={dev}", f"data.vocab={vocab}",
+                 f"train.max_steps={steps}", "train.eval_every=100000", "train.log_every=100"]
+    overrides += [f"train.{k}={v!r}" for k, v in train_overrides.items()]
+    return load_config("tiny", overrides=overrides)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A tiny model trained on the reversal task until it is nearly perfect."""
+    from training.train import train
+
+    run = tmp_path_factory.mktemp("tiny-run")
+    train(tiny_config(*synthetic_corpus, tiny_vocab), run)
+    return run / "last.pt"
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint exported to an fp32 ONNX bundle."""
+    export = pytest.importorskip("training.export", reason="training.export is not written yet")
+    out = tmp_path_factory.mktemp("bundles") / "tiny"
+    export.export_bundle(tiny_checkpoint, out, name="tiny-reverse", version="1",
+                         source_language="en", target_language="de")
+    return out

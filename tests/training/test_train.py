@@ -1,0 +1,103 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tests.conftest import tiny_config
+from training import checkpoint
+from training.average import average
+from training.decode import greedy, strip_eos
+
+
+def test_tiny_model_learns_the_reversal_task(
+    tiny_checkpoint: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path
+) -> None:
+    model, _, files = checkpoint.load_model(tiny_checkpoint)
+    tok = checkpoint.load_tokenizer(files, tmp_path)
+    pairs = [line.split("\t") for line in synthetic_corpus[1].read_text().splitlines()]
+    sources = [tok.encode_source(s) for s, _ in pairs]
+    outs = greedy(model, sources, [2 * len(s) + 10 for s in sources])
+    hyps = [tok.decode(strip_eos(o.tokens, model.config.eos_id)) for o in outs]
+    exact = sum(h == ref for h, (_, ref) in zip(hyps, pairs, strict=True)) / len(pairs)
+    assert exact >= 0.9, list(zip(hyps, pairs, strict=True))[:5]
+
+
+def _train_cmd(run: Path, corpus: tuple[Path, Path], vocab: Path, steps: int) -> list[str]:
+    cfg = tiny_config(*corpus, vocab, steps=steps)
+    sets = [
+        f"data.train={cfg.data.train}",
+        f"data.dev={cfg.data.dev}",
+        f"data.vocab={cfg.data.vocab}",
+        f"train.max_steps={steps}",
+        "train.save_every=10",
+        "train.log_every=10",
+        "train.eval_every=100000",
+        "train.batch_tokens=256",
+        "train.threads=1",
+    ]
+    cmd = [sys.executable, "-m", "training", "train", str(run), "--preset", "tiny"]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
+def _losses(run: Path) -> list[float]:
+    state = checkpoint.load(run / "last.pt")["train_state"]["position"]
+    return [r["train_nll"] for r in state["history"]]
+
+
+def test_kill_and_resume_reproduces_the_uninterrupted_run(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    steps = 60
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    subprocess.run(
+        _train_cmd(whole, synthetic_corpus, tiny_vocab, steps), check=True, capture_output=True
+    )
+
+    proc = subprocess.Popen(
+        _train_cmd(broken, synthetic_corpus, tiny_vocab, steps),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not (broken / "checkpoint-0000030.pt").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    interrupted_at = checkpoint.load(broken / "last.pt")["train_state"]["position"]["step"]
+    assert interrupted_at < steps
+    subprocess.run(
+        _train_cmd(broken, synthetic_corpus, tiny_vocab, steps), check=True, capture_output=True
+    )
+
+    assert _losses(broken) == _losses(whole)
+    a = checkpoint.load(whole / "last.pt")["model"]
+    b = checkpoint.load(broken / "last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_average_is_the_elementwise_mean(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    payload = checkpoint.load(tiny_checkpoint)
+    other = {k: v * 3 if v.is_floating_point() else v for k, v in payload["model"].items()}
+    second = tmp_path / "second.pt"
+    checkpoint.save(second, {**payload, "model": other})
+    out = average([tiny_checkpoint, second], tmp_path / "avg.pt")
+    averaged = checkpoint.load(out)["model"]
+    key = next(k for k, v in other.items() if v.is_floating_point())
+    assert torch.allclose(averaged[key], payload["model"][key] * 2, atol=1e-6)
+
+
+def test_cli_reports_bad_config_with_exit_code_2(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "training", "train", str(tmp_path), "--set", "model.n_heads=5"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "n_heads=5" in result.stderr

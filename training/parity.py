@@ -1,0 +1,172 @@
+"""ONNX Runtime vs PyTorch: do the exported graphs compute what the model computes?
+
+The decoder graph is driven step by step the way beam search drives it (one hypothesis per sentence at the
+first step, several after, cache rows picked by ``reorder``), and each step is compared with the model run
+on the whole prefix, as the reference decoder does: top-k log-probabilities, the self-attention cache, the
+chosen layer's cross-attention, plus the encoder's cross-attention keys and values.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from torch import Tensor
+
+from training.decode import source_tensor
+from training.export_graphs import EncoderGraph
+from training.model import Transformer
+
+_NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+@dataclass
+class ParityReport:
+    """Largest absolute differences between ONNX Runtime and PyTorch over every compared value."""
+
+    sentences: int
+    steps: int
+    cross_kv: float
+    logprobs: float
+    cache: float
+    attention: float
+    top1_agreement: float
+    """Share of rows where ORT's best token is PyTorch's best token (1.0 unless two are nearly tied)."""
+
+    @property
+    def max_abs_diff(self) -> float:
+        """What the export is judged by: the probabilities decoding sees (log-probs, attention). Cache and
+        K/V differences are reported but scale with the activations, so they make a poor threshold."""
+        return max(self.logprobs, self.attention)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "max_abs_diff": self.max_abs_diff}
+
+
+def _diff(a: np.ndarray | Tensor, b: np.ndarray | Tensor) -> float:
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    if a.shape != b.shape:
+        raise AssertionError(f"shape mismatch: ONNX {a.shape} vs PyTorch {b.shape}")
+    return float(np.max(np.abs(a - b))) if a.size else 0.0
+
+
+@torch.no_grad()
+def compare(
+    model: Transformer,
+    encoder: ort.InferenceSession,
+    decoder: ort.InferenceSession,
+    sources: list[list[int]],
+    targets: list[list[int]] | None = None,
+    *,
+    hyps: int = 3,
+    steps: int = 6,
+    k: int = 4,
+    attention_layer: int = -1,
+    seed: int = 0,
+) -> ParityReport:
+    """Run both sides on ``sources``; with ``targets`` every step feeds the real next target token (one
+    hypothesis per sentence), otherwise ``hyps`` hypotheses per sentence follow random tokens and a random
+    cache reorder for ``steps`` steps."""
+    model.eval()
+    cfg = model.config
+    rng = random.Random(seed)
+    float_type = _NUMPY_TYPES[next(i.type for i in decoder.get_inputs() if i.name == "past_k")]
+    src = source_tensor(model, sources)
+    cross_k, cross_v, src_mask = encoder.run(None, {"src_ids": src.numpy()})
+    ref_k, ref_v, ref_mask = EncoderGraph(model)(src)
+    cross_diff = max(_diff(cross_k, ref_k), _diff(cross_v, ref_v))
+    if not np.array_equal(src_mask, ref_mask.numpy()):
+        raise AssertionError("the encoder's src_mask differs from PyTorch's padding mask")
+    memory = model.encode(src)
+
+    captured: dict[str, list[Tensor]] = {"k": [], "v": []}
+    hooks = []
+    for layer in model.decoder_layers:
+        attn = layer.self_attn
+        hooks.append(attn.k_proj.register_forward_hook(lambda m, i, o: captured["k"].append(o)))
+        hooks.append(attn.v_proj.register_forward_hook(lambda m, i, o: captured["v"].append(o)))
+
+    batch = len(sources)
+    heads, d_head = cfg.n_heads, cfg.d_model // cfg.n_heads
+    n_steps = max(len(t) for t in targets) + 1 if targets else steps
+    n_steps = min(n_steps, cfg.max_positions)
+    rows_per_sentence = 1
+    prefixes: list[list[int]] = [[cfg.bos_id] for _ in range(batch)]
+    reorder = np.arange(batch, dtype=np.int64)
+    past_k = np.zeros((cfg.decoder_layers, batch, heads, 0, d_head), dtype=float_type)
+    past_v = past_k.copy()
+    lp_diff = cache_diff = attn_diff = 0.0
+    agree = total = 0
+    try:
+        for step in range(n_steps):
+            tokens = np.array([p[-1] for p in prefixes], dtype=np.int64).reshape(batch, -1)
+            top_lp, top_ids, past_k, past_v, attention = decoder.run(
+                None,
+                {
+                    "tokens": tokens,
+                    "step": np.array(step, dtype=np.int64),
+                    "past_k": past_k,
+                    "past_v": past_v,
+                    "reorder": reorder,
+                    "cross_k": cross_k,
+                    "cross_v": cross_v,
+                    "src_mask": src_mask,
+                    "k": np.array(k, dtype=np.int64),
+                },
+            )
+            sentence = torch.arange(batch).repeat_interleave(rows_per_sentence)
+            captured["k"].clear()
+            captured["v"].clear()
+            logits, weights = model.decode(
+                torch.tensor(prefixes), memory[sentence], src[sentence], attention_layer=attention_layer
+            )
+            logp = model.next_token_logprobs(logits[:, -1])
+            ids = torch.from_numpy(top_ids.reshape(len(prefixes), -1))
+            lp_diff = max(lp_diff, _diff(top_lp.reshape(len(prefixes), -1), logp.gather(1, ids)))
+            agree += int((logp.argmax(dim=-1) == ids[:, 0]).sum())
+            total += len(prefixes)
+            for layer in range(cfg.decoder_layers):
+                ref_k = model.decoder_layers[layer].self_attn.split_heads(captured["k"][layer])
+                ref_v = model.decoder_layers[layer].self_attn.split_heads(captured["v"][layer])
+                cache_diff = max(cache_diff, _diff(past_k[layer], ref_k), _diff(past_v[layer], ref_v))
+            ref_attention = weights[:, :, -1].mean(dim=1)
+            attn_diff = max(attn_diff, _diff(attention.reshape(len(prefixes), -1), ref_attention))
+
+            # Next step: which previous row each hypothesis continues, and the token it appends.
+            new_rows = 1 if targets else hyps
+            reorder = np.array(
+                [b * rows_per_sentence + rng.randrange(rows_per_sentence) if not targets else b
+                 for b in range(batch) for _ in range(new_rows)],
+                dtype=np.int64,
+            )
+            if targets:
+                nxt = [t[step] if step < len(t) else cfg.eos_id for t in targets]
+            else:
+                nxt = [rng.randrange(4, cfg.vocab_size) for _ in reorder]
+            prefixes = [prefixes[row] + [tok] for row, tok in zip(reorder, nxt, strict=True)]
+            rows_per_sentence = new_rows
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return ParityReport(
+        sentences=batch,
+        steps=n_steps,
+        cross_kv=cross_diff,
+        logprobs=lp_diff,
+        cache=cache_diff,
+        attention=attn_diff,
+        top1_agreement=agree / max(1, total),
+    )
+
+
+def random_sources(model: Transformer, n: int = 4, max_len: int = 12, seed: int = 0) -> list[list[int]]:
+    """Random ids (no special tokens) of mixed lengths, so padding is exercised too."""
+    rng = random.Random(seed)
+    vocab = model.config.vocab_size
+    limit = min(max_len, model.config.max_positions - 1)
+    return [[rng.randrange(4, vocab) for _ in range(rng.randint(1, limit))] for _ in range(n)]
