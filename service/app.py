@@ -1,0 +1,152 @@
+"""The FastAPI application: ``create_app`` wires settings, model slot, batcher, metrics, routes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from service.batcher import Batcher, BatchLimits
+from service.deps import ServiceState
+from service.errors import ERROR_CODES, install_error_handlers
+from service.loader import EngineLoader, LoadFailed, ModelSlot, load_engine
+from service.metrics import Metrics
+from service.middleware import RequestContext
+from service.routes import admin, health, translate
+from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+API_DESCRIPTION = """
+Neural machine translation over HTTP.
+
+`POST /translate` with `{"text": "Hello world."}` (or a list of texts) answers
+`{"translations": [{"text": "Hallo Welt."}], "model": {"name": ..., "version": ...}}`.
+Sentences of concurrent requests are batched together on the server. Errors are JSON
+`{"error": code, "message": what to fix, "request_id": ...}`; overload answers 503 with
+`Retry-After`.
+"""
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine_loader: EngineLoader = load_engine,
+    on_fatal: Callable[[str], None] | None = None,
+) -> FastAPI:
+    """An app serving ``settings.bundle``; the model loads in the background (see /readyz).
+
+    ``engine_loader`` builds an engine from a bundle directory (tests pass a fake one).
+    ``on_fatal`` is called with the reason if the first load fails (``python -m service`` then
+    exits non-zero).
+    """
+    settings = settings or Settings()
+    metrics = Metrics()
+    for reason in ERROR_CODES:
+        metrics.errors.labels(reason)  # export zeros, so rate() works from the first error on
+    for result in ("success", "failure"):
+        metrics.reloads.labels(result)
+    limits = BatchLimits(
+        max_tokens=settings.max_batch_tokens,
+        max_sentences=settings.max_batch_sentences,
+        max_wait_s=settings.max_wait_ms / 1000,
+        max_queue=settings.max_queue,
+    )
+    service = ServiceState(
+        settings=settings,
+        metrics=metrics,
+        batcher=Batcher(limits, metrics),
+        slot=ModelSlot(engine_loader, settings.provider, settings.threads, metrics),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.batcher.start()
+        background: set[asyncio.Task[None]] = set()
+        first_load = asyncio.create_task(_first_load(service, on_fatal))
+        hangup = _install_sighup(service, background)
+        try:
+            yield
+        finally:
+            service.slot.draining = True
+            metrics.ready.set(0)
+            if hangup:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            first_load.cancel()
+            await service.batcher.close(timeout_s=settings.request_timeout_s)
+
+    app = FastAPI(
+        title="Translation service",
+        description=API_DESCRIPTION,
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app, metrics)
+    app.include_router(translate.router)
+    app.include_router(health.router)
+    app.include_router(admin.router)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "X-API-Key", "Authorization", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],
+        )
+    # added last, so outermost: it sees every response, CORS preflights and 500s included
+    app.add_middleware(RequestContext, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+
+    if STATIC_DIR.is_dir():
+        app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
+    else:
+
+        @app.get("/", include_in_schema=False)
+        async def root() -> RedirectResponse:
+            return RedirectResponse("/docs")
+
+    return app
+
+
+async def _first_load(service: ServiceState, on_fatal: Callable[[str], None] | None) -> None:
+    try:
+        await service.slot.load(service.settings.bundle)
+    except LoadFailed as err:
+        log.error("%s", err)
+        if on_fatal is not None:
+            on_fatal(str(err))
+
+
+def _install_sighup(service: ServiceState, background: set[asyncio.Task[None]]) -> bool:
+    """SIGHUP reloads the configured bundle; only possible when the loop runs in the main thread."""
+    if not hasattr(signal, "SIGHUP"):
+        return False
+
+    def reload() -> None:
+        log.info("SIGHUP: reloading %s", service.settings.bundle)
+        task = asyncio.create_task(_reload_quietly(service))
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+    except (RuntimeError, ValueError):  # not the main thread (e.g. a server run in a test thread)
+        return False
+    return True
+
+
+async def _reload_quietly(service: ServiceState) -> None:
+    try:
+        await service.slot.load(service.settings.bundle)
+    except Exception as err:  # LoadFailed or LoadInProgress: the old model keeps serving
+        log.error("SIGHUP reload failed, old model kept: %s", err)

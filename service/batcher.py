@@ -1,0 +1,336 @@
+"""Cross-request batching: sentences from concurrent requests share engine calls.
+
+Requests put their sentences (token ids) in a queue, grouped by engine and decoding options (only
+those may share a batch). A scheduler task on the event loop takes the group holding the oldest
+sentence; once the group can fill a batch, or its oldest sentence has waited ``max_wait_s``, it
+sorts the group by length, cuts it into batches by token budget, and runs the batch holding the
+oldest sentence in a worker thread, so the event loop keeps answering while the engine decodes.
+One batch runs at a time: one process owns one device.
+
+Requests carry their engine: a request tokenized by one model is decoded by that model, even if the
+app swapped in another meanwhile (the old engine lives until its last queued sentence is done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from service.metrics import Metrics
+from service.translation import DecodeOptions, Translation
+
+log = logging.getLogger(__name__)
+
+
+class BatchEngine(Protocol):
+    """What the batcher needs of an engine."""
+
+    @property
+    def max_source_pieces(self) -> int: ...
+
+    def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]: ...
+
+
+class QueueFull(Exception):
+    """The queue bound is reached: the client should retry after ``retry_after`` seconds."""
+
+    def __init__(self, queued: int, wanted: int, limit: int, retry_after: int):
+        super().__init__(
+            f"the server is overloaded: {queued} sentences are queued, this request adds {wanted}, "
+            f"the bound is {limit}; retry in {retry_after} s"
+        )
+        self.retry_after = retry_after
+
+
+class TooManySentences(Exception):
+    """One request alone has more sentences than the queue may hold: it can never be served."""
+
+    def __init__(self, sentences: int, limit: int):
+        super().__init__(
+            f"the request has {sentences} sentences but the queue holds at most {limit} "
+            "(MT_MAX_QUEUE); send fewer or shorter texts per request"
+        )
+
+
+class RequestTimeout(Exception):
+    def __init__(self, timeout_s: float):
+        super().__init__(f"the translation did not finish within {timeout_s:g} s (MT_REQUEST_TIMEOUT_S)")
+
+
+class BatchFailed(Exception):
+    """The engine raised while decoding a batch that held some of this request's sentences."""
+
+
+class BatcherClosed(Exception):
+    """The server is shutting down."""
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    max_tokens: int = 4096
+    """Budget of one batch in source tokens, padding included: sentences x (longest + EOS)."""
+    max_sentences: int = 64
+    max_wait_s: float = 0.005
+    max_queue: int = 1024
+    """Most sentences waiting (not yet decoding)."""
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request's sentences; its future resolves when all are translated, or at a failure."""
+
+    future: asyncio.Future[list[Translation]]
+    results: list[Translation | None]
+    remaining: int
+
+    def deliver(self, index: int, translation: Translation) -> None:
+        if self.future.done():  # failed, timed out or cancelled: nobody waits for it
+            return
+        self.results[index] = translation
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.future.set_result([t for t in self.results if t is not None])
+
+    def fail(self, error: Exception) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+@dataclass(eq=False)
+class _Item:
+    job: _Job
+    index: int
+    ids: list[int]
+    tokens: int
+    enqueued: float
+
+
+@dataclass(eq=False)
+class _Group:
+    engine: BatchEngine
+    options: DecodeOptions
+    items: list[_Item] = field(default_factory=list)  # in arrival order
+
+
+class Batcher:
+    def __init__(self, limits: BatchLimits, metrics: Metrics | None = None):
+        self.limits = limits
+        self.metrics = metrics
+        self._groups: dict[tuple[int, DecodeOptions], _Group] = {}
+        self._depth = 0
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-inference")
+        self._rate = 0.0  # sentences per second of recent batches, for Retry-After
+
+    @property
+    def depth(self) -> int:
+        """Sentences waiting, not yet decoding."""
+        return self._depth
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._schedule(), name="mt-batcher")
+
+    async def translate(
+        self,
+        engine: BatchEngine,
+        batch: Sequence[list[int]],
+        options: DecodeOptions,
+        timeout_s: float,
+    ) -> list[Translation]:
+        """Translate ``batch`` (source ids per sentence) on ``engine``: one Translation each."""
+        if not batch:
+            return []
+        if self._closing or self._task is None:
+            raise BatcherClosed("the server is shutting down")
+        n, limit = len(batch), self.limits.max_queue
+        if n > limit:
+            raise TooManySentences(n, limit)
+        if self._depth + n > limit:
+            raise QueueFull(self._depth, n, limit, self._retry_after())
+        job = _Job(asyncio.get_running_loop().create_future(), [None] * n, n)
+        group = self._groups.setdefault((id(engine), options), _Group(engine, options))
+        now = time.monotonic()
+        cap = engine.max_source_pieces
+        group.items += [_Item(job, i, ids, min(len(ids), cap) + 1, now) for i, ids in enumerate(batch)]
+        self._set_depth(self._depth + n)
+        self._wakeup.set()
+        try:
+            return await asyncio.wait_for(job.future, timeout_s)
+        except TimeoutError:
+            self._discard(job)
+            raise RequestTimeout(timeout_s) from None
+        except BaseException:
+            self._discard(job)  # a failed batch, or a client gone: its other sentences need not run
+            raise
+
+    async def close(self, timeout_s: float = 30.0) -> None:
+        """Finish what is queued (at most ``timeout_s``), then stop; later requests are refused."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
+            except TimeoutError:
+                log.error(
+                    "batcher: queue not drained within %.0f s; failing %d sentences",
+                    timeout_s,
+                    self._depth,
+                )
+                self._task.cancel()
+            except Exception:
+                log.exception("batcher: scheduler failed")
+        for group in self._groups.values():
+            for item in group.items:
+                item.job.fail(BatcherClosed("the server is shutting down"))
+        self._groups.clear()
+        self._set_depth(0)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        while True:
+            group = self._oldest_group()
+            if group is None:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            wait = group.items[0].enqueued + self.limits.max_wait_s - time.monotonic()
+            if wait > 0 and not self._closing and not self._full(group):
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                except TimeoutError:
+                    pass
+                continue
+            items = self._take_batch(group)
+            try:
+                await self._run_batch(group, items)
+            except Exception as err:  # a bug here must not stop the scheduler and hang everyone
+                log.exception("batcher: scheduling a batch failed")
+                for item in items:
+                    item.job.fail(BatchFailed(f"internal error while batching: {err!r}"))
+
+    def _oldest_group(self) -> _Group | None:
+        groups = [g for g in self._groups.values() if g.items]
+        return min(groups, key=lambda g: g.items[0].enqueued) if groups else None
+
+    def _full(self, group: _Group) -> bool:
+        items = group.items
+        if len(items) >= self.limits.max_sentences:
+            return True
+        return len(items) * max(i.tokens for i in items) >= self.limits.max_tokens
+
+    def _take_batch(self, group: _Group) -> list[_Item]:
+        """Sort the group by length, cut it by budget, take the batch holding the oldest one."""
+        oldest = group.items[0]
+        batch: list[_Item] = []
+        for item in sorted(group.items, key=lambda i: (i.tokens, i.enqueued)):
+            longest = max(item.tokens, batch[-1].tokens if batch else 0)
+            if batch and (
+                len(batch) >= self.limits.max_sentences or (len(batch) + 1) * longest > self.limits.max_tokens
+            ):
+                if any(i is oldest for i in batch):
+                    break
+                batch = []
+            batch.append(item)
+        taken = {id(i) for i in batch}
+        group.items = [i for i in group.items if id(i) not in taken]
+        if not group.items:
+            del self._groups[(id(group.engine), group.options)]
+        self._set_depth(self._depth - len(batch))
+        return batch
+
+    async def _run_batch(self, group: _Group, items: list[_Item]) -> None:
+        """Decode a batch; if it fails, retry each request alone: a bad input fails only its own."""
+        if self.metrics:
+            now = time.monotonic()
+            for item in items:
+                self.metrics.queue_wait_seconds.observe(now - item.enqueued)
+        try:
+            results = await self._decode(group, items)
+        except Exception as err:
+            jobs = list({id(i.job): i.job for i in items}.values())
+            if len(jobs) == 1:
+                log.exception("a batch of %d sentences failed", len(items))
+                _fail(items, err)
+                return
+            log.warning("a batch of %d requests failed (%r); retrying each alone", len(jobs), err)
+            for job in jobs:
+                mine = [i for i in items if i.job is job]
+                if job.future.done():
+                    continue
+                try:
+                    _deliver(mine, await self._decode(group, mine))
+                except Exception as own:
+                    log.exception("a request's %d sentences failed on their own", len(mine))
+                    _fail(mine, own)
+            return
+        _deliver(items, results)
+
+    async def _decode(self, group: _Group, items: list[_Item]) -> list[Translation]:
+        """One engine call in the inference thread, with its metrics."""
+        tokens = len(items) * max(i.tokens for i in items)
+        ids = [item.ids for item in items]
+        if self.metrics:
+            self.metrics.batch_sentences.observe(len(items))
+            self.metrics.batch_tokens.observe(tokens)
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        results = await loop.run_in_executor(self._executor, group.engine.translate_ids, ids, group.options)
+        if len(results) != len(ids):
+            raise RuntimeError(f"engine returned {len(results)} translations for {len(ids)}")
+        elapsed = time.monotonic() - started
+        rate = len(items) / max(elapsed, 1e-6)
+        self._rate = rate if self._rate == 0 else 0.8 * self._rate + 0.2 * rate
+        if self.metrics:
+            m = self.metrics
+            m.decode_seconds.observe(elapsed)
+            cap = group.engine.max_source_pieces
+            m.input_tokens.inc(sum(min(len(i.ids), cap) for i in items))
+            m.generated_tokens.inc(sum(len(t.hypotheses[0].token_ids) for t in results if t.hypotheses))
+            m.sentences.inc(len(items))
+        return results
+
+    def _discard(self, job: _Job) -> None:
+        """Drop a finished or abandoned request's sentences that are still queued."""
+        removed = 0
+        for key, group in list(self._groups.items()):
+            keep = [i for i in group.items if i.job is not job]
+            removed += len(group.items) - len(keep)
+            group.items = keep
+            if not keep:
+                del self._groups[key]
+        if removed:
+            self._set_depth(self._depth - removed)
+
+    def _retry_after(self) -> int:
+        if self._rate <= 0:
+            return 1
+        return max(1, min(60, math.ceil(self._depth / self._rate)))
+
+    def _set_depth(self, depth: int) -> None:
+        self._depth = depth
+        if self.metrics:
+            self.metrics.queue_depth.set(depth)
+
+
+def _deliver(items: list[_Item], results: list[Translation]) -> None:
+    for item, translation in zip(items, results, strict=True):
+        item.job.deliver(item.index, translation)
+
+
+def _fail(items: list[_Item], error: Exception) -> None:
+    failure = BatchFailed(f"the engine failed on this request's sentences: {error!r}")
+    for item in items:
+        item.job.fail(failure)

@@ -1,0 +1,139 @@
+"""Batched beam search on the host, numpy only; the model steps behind a small ``Stepper`` interface.
+
+The search rules are those of the PyTorch reference decoder (training/decode.py, module docstring), so
+both produce the same hypotheses token for token:
+
+* every alive hypothesis proposes its ``k = min(2 * beam, V)`` best next tokens; proposals are ranked by
+  score (sum of log-probabilities, float64), ties keeping hypothesis order, then token rank;
+* walking down that ranking, an EOS finishes a hypothesis (score / len ** length_penalty, len counting
+  EOS) and any other token extends one, until ``beam`` hypotheses are alive;
+* hypotheses reaching the sentence's ``max_len`` tokens are finished as they are;
+* a sentence is done when it holds ``beam`` finished hypotheses or none alive; it then leaves the batch.
+
+The batch is a grid of ``[sentences, hyps]``: ``hyps`` is 1 at the first step and ``beam`` after (fewer
+only when the vocabulary offers fewer candidates; such padding rows are ignored). Beam 1 is greedy search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class Stepper(Protocol):
+    """One decoder step over the current batch; owns the cache and the per-sentence encoder outputs."""
+
+    def step(self, tokens: np.ndarray, reorder: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """tokens (B, H) int64, reorder (B*H,) int64 rows of the previous step's cache ->
+        top-k log-probs (B, H, k) float32, top-k ids (B, H, k) int64, cross-attention (B, H, S) float32."""
+        ...
+
+    def keep(self, sentences: np.ndarray) -> None:
+        """Keep only these sentences (indices into the current batch) for the following steps."""
+        ...
+
+
+@dataclass
+class Finished:
+    tokens: list[int]
+    """Generated ids, EOS included when the hypothesis ended with it."""
+    score: float
+    """sum(token_logprobs) / len(tokens) ** length_penalty"""
+    token_logprobs: list[float]
+    attention: list[np.ndarray] = field(default_factory=list)
+    """One cross-attention row per generated token over the source pieces + EOS (when asked for)."""
+
+
+@dataclass
+class _Alive:
+    tokens: list[int]
+    score: float
+    token_logprobs: list[float]
+    attention: list[np.ndarray]
+    row: int  # the cache row holding this hypothesis' past, in the last step's output
+
+
+def search(
+    stepper: Stepper,
+    source_lengths: list[int],
+    max_lens: list[int],
+    *,
+    beam_size: int,
+    length_penalty: float,
+    n_best: int,
+    vocab_size: int,
+    bos_id: int,
+    eos_id: int,
+    with_attention: bool = False,
+) -> list[list[Finished]]:
+    """The ``n_best`` best finished hypotheses of each sentence, best first.
+
+    ``source_lengths`` counts source pieces without EOS (attention rows keep that many columns + EOS);
+    ``max_lens`` caps each sentence's hypotheses, EOS included.
+    """
+    if beam_size < 1 or n_best < 1:
+        raise ValueError(f"beam_size={beam_size} and n_best={n_best} must both be at least 1")
+    k = min(2 * beam_size, vocab_size)
+    alive = [[_Alive([], 0.0, [], [], row=i)] for i in range(len(max_lens))]
+    finished: list[list[Finished]] = [[] for _ in max_lens]
+    active = list(range(len(max_lens)))  # sentence indices, in the order of the current batch
+    step = 0
+
+    def finish(s: int, tokens: list[int], score: float, lps: list[float], rows: list[np.ndarray]) -> None:
+        finished[s].append(Finished(tokens, score / max(1, len(tokens)) ** length_penalty, lps, rows))
+
+    while active:
+        hyps = max(len(alive[s]) for s in active)
+        tokens = np.full((len(active), hyps), bos_id, dtype=np.int64)
+        reorder = np.empty(len(active) * hyps, dtype=np.int64)
+        scores = np.full((len(active), hyps), -np.inf)
+        for b, s in enumerate(active):
+            for j, hyp in enumerate(alive[s]):
+                tokens[b, j] = hyp.tokens[-1] if hyp.tokens else bos_id
+                scores[b, j] = hyp.score
+            for j in range(hyps):  # padding rows repeat the sentence's last hypothesis
+                reorder[b * hyps + j] = alive[s][min(j, len(alive[s]) - 1)].row
+        top_lp, top_ids, attention = stepper.step(tokens, reorder, k)
+        candidates = scores[:, :, None] + top_lp.astype(np.float64)
+        # Stable sort on the negated score = the reference's sort: ties keep (hypothesis, rank) order.
+        ranking = np.argsort(-candidates.reshape(len(active), -1), axis=1, kind="stable")
+        still: list[int] = []
+        for b, s in enumerate(active):
+            parents = alive[s]
+            grown: list[_Alive] = []
+            for flat in ranking[b]:
+                i, r = divmod(int(flat), k)
+                if i >= len(parents):
+                    break  # padding rows score -inf and sort last: the real proposals are used up
+                parent = parents[i]
+                token = int(top_ids[b, i, r])
+                lps = [*parent.token_logprobs, float(top_lp[b, i, r])]
+                rows = (
+                    [*parent.attention, attention[b, i, : source_lengths[s] + 1]]
+                    if with_attention
+                    else parent.attention
+                )
+                score = float(candidates[b, i, r])
+                if token == eos_id:
+                    finish(s, [*parent.tokens, token], score, lps, rows)
+                else:
+                    grown.append(_Alive([*parent.tokens, token], score, lps, rows, row=b * hyps + i))
+                    if len(grown) == beam_size:
+                        break
+            if step + 1 >= max_lens[s]:
+                for hyp in grown:
+                    finish(s, hyp.tokens, hyp.score, hyp.token_logprobs, hyp.attention)
+                grown = []
+            alive[s] = grown
+            if grown and len(finished[s]) < beam_size:
+                still.append(b)
+        step += 1
+        if len(still) < len(active):
+            active = [active[b] for b in still]
+            if active:
+                stepper.keep(np.array(still, dtype=np.int64))
+    for outputs in finished:
+        outputs.sort(key=lambda o: -o.score)
+    return [outputs[:n_best] for outputs in finished]

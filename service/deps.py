@@ -1,0 +1,82 @@
+"""What route handlers get injected: the service state and the two kinds of credentials."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from service.batcher import Batcher
+from service.errors import ApiError
+from service.loader import LoadedModel, ModelSlot
+from service.metrics import Metrics
+from service.settings import Settings
+
+
+@dataclass
+class ServiceState:
+    """Everything one app instance owns; lives on ``app.state.service``."""
+
+    settings: Settings
+    metrics: Metrics
+    batcher: Batcher
+    slot: ModelSlot
+
+    def model(self) -> LoadedModel:
+        """The model serving new requests, or 503 while none is ready."""
+        model = self.slot.current
+        if model is None or self.slot.draining:
+            if self.slot.draining:
+                raise ApiError(503, "shutting_down", "the server is shutting down", {"Retry-After": "1"})
+            reason = f"loading failed: {self.slot.error}" if self.slot.error else "the model is still loading"
+            raise ApiError(503, "not_ready", f"no model ready: {reason}", {"Retry-After": "5"})
+        return model
+
+
+def get_service(request: Request) -> ServiceState:
+    service: ServiceState = request.app.state.service
+    return service
+
+
+Service = Annotated[ServiceState, Depends(get_service)]
+
+_api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="Needed when MT_API_KEY is set.")
+_bearer = HTTPBearer(auto_error=False, description="The admin token (MT_ADMIN_TOKEN).")
+
+
+def check_api_key(service: Service, key: Annotated[str | None, Depends(_api_key_header)]) -> None:
+    expected = service.settings.api_key
+    if expected is None:
+        return
+    if not key:
+        raise ApiError(401, "unauthorized", "missing API key: send it in the X-API-Key header")
+    if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
+        raise ApiError(403, "forbidden", "wrong API key (X-API-Key)")
+
+
+def check_admin_token(
+    service: Service, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    expected = service.settings.admin_token
+    if expected is None:
+        raise ApiError(
+            403,
+            "forbidden",
+            "admin endpoints are disabled: start the server with MT_ADMIN_TOKEN set",
+        )
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing admin token: send 'Authorization: Bearer <MT_ADMIN_TOKEN>'",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    if not secrets.compare_digest(credentials.credentials.encode(), expected.get_secret_value().encode()):
+        raise ApiError(403, "forbidden", "wrong admin token")
+
+
+ApiKey = Annotated[None, Depends(check_api_key)]
+AdminToken = Annotated[None, Depends(check_admin_token)]

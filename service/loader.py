@@ -1,0 +1,151 @@
+"""The model slot: loads an engine beside the one being served, warms it up, swaps it in atomically.
+
+Requests read ``slot.current`` once and keep that model to the end; a reload replaces the reference,
+never the object, so in-flight work finishes on the model it started with and the old engine is
+freed after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from service.batcher import BatchEngine
+from service.bundle import BundleError
+from service.metrics import Metrics
+from service.translation import DecodeOptions, Translation
+
+log = logging.getLogger(__name__)
+
+
+class Engine(BatchEngine, Protocol):
+    """What the service needs of an engine (service.engine.Engine, or a fake one in tests)."""
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def max_source_pieces(self) -> int: ...
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]: ...
+
+    def warmup(self) -> None: ...
+
+
+class EngineLoader(Protocol):
+    def __call__(self, bundle: Path, *, provider: str, threads: int) -> Engine: ...
+
+
+def load_engine(bundle: Path, *, provider: str, threads: int) -> Engine:
+    """The real engine (onnxruntime), imported only when a real bundle is loaded."""
+    from service.engine import Engine as OnnxEngine
+
+    return OnnxEngine.load(bundle, provider=provider, threads=threads)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    engine: Engine
+    bundle: Path
+    loaded_at: float
+    """Unix time the model went live."""
+    load_seconds: float
+    """Loading, checksum verification and warm-up."""
+
+    @property
+    def name(self) -> str:
+        return str(self.engine.manifest.get("name", "unknown"))
+
+    @property
+    def version(self) -> str:
+        return str(self.engine.manifest.get("version", "unknown"))
+
+    @property
+    def source_language(self) -> str:
+        return str(self.engine.manifest.get("source_language", "en"))
+
+
+class LoadFailed(Exception):
+    """A bundle could not be loaded or warmed up; the model being served (if any) stays."""
+
+    def __init__(self, bundle: Path, reason: str, bad_bundle: bool):
+        super().__init__(f"could not load bundle {str(bundle)!r}: {reason}")
+        self.bundle = bundle
+        self.reason = reason
+        self.bad_bundle = bad_bundle
+        """True when the bundle is at fault (missing, corrupt, mismatched), not the server."""
+
+
+class LoadInProgress(Exception):
+    def __init__(self) -> None:
+        super().__init__("another model load is in progress; retry when it is done")
+
+
+class ModelSlot:
+    def __init__(self, loader: EngineLoader, provider: str, threads: int, metrics: Metrics):
+        self._loader = loader
+        self._provider = provider
+        self._threads = threads
+        self._metrics = metrics
+        self._lock = asyncio.Lock()
+        self.current: LoadedModel | None = None
+        self.loading = False
+        self.error: str | None = None
+        """Why the last load failed, until one succeeds."""
+        self.draining = False
+        """Set when the server is shutting down: not ready for new work."""
+
+    async def load(self, bundle: Path) -> LoadedModel:
+        """Load and warm up ``bundle`` off the event loop, then make it current (or LoadFailed)."""
+        if self._lock.locked():
+            raise LoadInProgress()
+        async with self._lock:
+            self.loading = True
+            try:
+                model = await asyncio.to_thread(self._load_and_warm, bundle)
+            except LoadFailed as err:
+                self.error = err.reason
+                self._metrics.reloads.labels("failure").inc()
+                raise
+            finally:
+                self.loading = False
+            previous, self.current, self.error = self.current, model, None
+            self._metrics.reloads.labels("success").inc()
+            self._metrics.set_model(model.name, model.version, model.engine.provider)
+            log.info(
+                "serving model %s %s from %s (%s, loaded in %.1f s)%s",
+                model.name,
+                model.version,
+                bundle,
+                model.engine.provider,
+                model.load_seconds,
+                f"; replaced {previous.name} {previous.version}" if previous else "",
+            )
+            return model
+
+    def _load_and_warm(self, bundle: Path) -> LoadedModel:
+        started = time.monotonic()
+        if not bundle.is_dir():
+            raise LoadFailed(bundle, "not a directory; point MT_BUNDLE (or --bundle) at a model bundle", True)
+        try:
+            engine = self._loader(bundle, provider=self._provider, threads=self._threads)
+        except BundleError as err:
+            raise LoadFailed(bundle, str(err), True) from err
+        except Exception as err:
+            log.exception("loading %s failed", bundle)
+            raise LoadFailed(bundle, f"{type(err).__name__}: {err}", False) from err
+        try:
+            engine.warmup()
+        except Exception as err:
+            log.exception("warm-up of %s failed", bundle)
+            raise LoadFailed(bundle, f"warm-up translation failed: {type(err).__name__}: {err}", False) from err
+        return LoadedModel(engine, bundle, time.time(), time.monotonic() - started)

@@ -1,0 +1,87 @@
+"""Prometheus metrics of one server, on a registry of its own (two apps never clash)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# A health check answers in milliseconds; a long text at beam 4 on two CPU cores in tens of seconds.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
+SENTENCE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    """Every metric the server exports; Prometheus naming conventions, ``mt_`` prefix."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.request_seconds = Histogram(
+            "mt_http_request_duration_seconds",
+            "Time from request received to response sent, by route template and status code.",
+            ["route", "method", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.requests_in_flight = Gauge(
+            "mt_http_requests_in_flight", "HTTP requests being handled right now.", registry=r
+        )
+        self.queue_wait_seconds = Histogram(
+            "mt_queue_wait_seconds",
+            "Time a sentence waited in the batch queue before its batch started decoding.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "mt_queue_depth_sentences",
+            "Sentences waiting in the batch queue (not yet decoding).",
+            registry=r,
+        )
+        self.batch_sentences = Histogram(
+            "mt_batch_size_sentences",
+            "Sentences per decoded batch.",
+            buckets=SENTENCE_BUCKETS,
+            registry=r,
+        )
+        self.batch_tokens = Histogram(
+            "mt_batch_size_tokens",
+            "Source tokens per decoded batch, padding included (sentences x longest).",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.decode_seconds = Histogram(
+            "mt_batch_decode_duration_seconds",
+            "Engine time to translate one batch (beam search, all steps).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.input_tokens = Counter(
+            "mt_input_tokens",
+            "Source tokens (sentencepiece pieces) sent to the engine.",
+            registry=r,
+        )
+        self.generated_tokens = Counter(
+            "mt_generated_tokens",
+            "Target tokens of the best hypotheses the engine returned.",
+            registry=r,
+        )
+        self.sentences = Counter("mt_translated_sentences", "Sentences translated.", registry=r)
+        self.errors = Counter(
+            "mt_errors",
+            "Requests that failed, by reason (validation, too_large, overloaded, timeout, ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.reloads = Counter("mt_model_reloads", "Model reload attempts, by result.", ["result"], registry=r)
+        self.ready = Gauge("mt_ready", "1 when a model is loaded and warmed up, else 0.", registry=r)
+        self.model = Info("mt_model", "The model being served: name, version and execution provider.", registry=r)
+
+    def set_model(self, name: str, version: str, provider: str) -> None:
+        self.model.info({"name": name, "version": version, "provider": provider})
+        self.ready.set(1)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,159 @@
+"""Outermost layer of every request: id, body limit, latency metric, access log, last-resort 500.
+
+Plain ASGI rather than BaseHTTPMiddleware: it sees the real status of every response, buffers the
+body once,
+and can answer 413 or 500 itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.metrics import Metrics
+from service.schemas import ErrorResponse
+
+access_log = logging.getLogger("service.access")
+log = logging.getLogger(__name__)
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_QUIET_ROUTES = {
+    "/healthz",
+    "/readyz",
+    "/metrics",
+}  # probes and scrapes: logged at debug level only
+_BODY_METHODS = {"POST", "PUT", "PATCH"}
+_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}  # others: label "other"
+
+
+class RequestContext:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int):
+        self.app = app
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        given_id = headers.get("x-request-id", "")
+        request_id = given_id if _REQUEST_ID.match(given_id) else uuid.uuid4().hex[:16]
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        state["log_fields"] = {}
+        started = time.perf_counter()
+        status = 500
+        response_started = False
+        sent_bytes = 0
+        received_bytes = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, response_started, sent_bytes
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                response_started = True
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            elif message["type"] == "http.response.body":
+                sent_bytes += len(message.get("body", b""))
+            await send(message)
+
+        self.metrics.requests_in_flight.inc()
+        try:
+            if scope["method"] in _BODY_METHODS:
+                body = await self._read_body(headers, receive)
+                if body is None:
+                    status = 413
+                    self.metrics.errors.labels("too_large").inc()
+                    state["log_fields"]["error"] = "too_large"
+                    await self._error(send_with_id, 413, "too_large", self._too_large_message(), request_id)
+                    return
+                received_bytes = len(body)
+                receive = _replay(body, receive)
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            log.exception("unhandled error in request %s %s", request_id, scope.get("path"))
+            self.metrics.errors.labels("internal").inc()
+            state["log_fields"]["error"] = "internal"
+            status = 500
+            if not response_started:
+                message = f"internal error; quote request id {request_id} when reporting it"
+                await self._error(send_with_id, 500, "internal", message, request_id)
+        finally:
+            self.metrics.requests_in_flight.dec()
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", None) or ("static" if status < 400 else "unmatched")
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            self.metrics.request_seconds.labels(template, method, str(status)).observe(elapsed)
+            fields: dict[str, Any] = {
+                "request_id": request_id,
+                "method": scope["method"],
+                "path": scope.get("path"),
+                "status": status,
+                "latency_ms": round(elapsed * 1000, 2),
+                "request_bytes": received_bytes,
+                "response_bytes": sent_bytes,
+                "client": scope["client"][0] if scope.get("client") else None,
+                **state.get("log_fields", {}),
+            }
+            level = logging.DEBUG if template in _QUIET_ROUTES and status < 400 else logging.INFO
+            access_log.log(level, "request", extra={"fields": fields})
+
+    def _too_large_message(self) -> str:
+        return f"request body is larger than {self.max_body_bytes} bytes (MT_MAX_BODY_BYTES); send less per request"
+
+    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
+        """The whole body, or None when it exceeds the limit (early when Content-Length says so)."""
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # client went away; let the app see an empty body
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    @staticmethod
+    async def _error(send: Send, status: int, code: str, message: str, request_id: str) -> None:
+        body = json.dumps(
+            ErrorResponse(error=code, message=message, request_id=request_id).model_dump(exclude_none=True)
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if status == 413:
+            headers.append((b"connection", b"close"))  # the unread rest of the body makes the connection unusable
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the app the buffered body, then passes through (http.disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

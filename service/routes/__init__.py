@@ -1,0 +1,1 @@
+"""One router per part of the API."""

@@ -1,0 +1,278 @@
+"""The HTTP API's bodies: what /translate and friends accept and answer (the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from service.translation import DecodeOptions
+
+_DEFAULTS = DecodeOptions()
+
+
+class TranslateRequest(BaseModel):
+    """Texts to translate and how to decode them."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"text": "Hello world. How are you?"},
+                {
+                    "text": ["Good morning.", "Thank you!"],
+                    "beam_size": 5,
+                    "n_best": 2,
+                    "return_scores": True,
+                },
+                {"text": "The cat sat on the mat.", "return_attention": True},
+            ]
+        },
+    )
+
+    text: str | list[str] = Field(
+        description="One text, or a list of texts; one translation per text comes back, in order.",
+        examples=["Hello world. How are you?"],
+    )
+    beam_size: int = Field(4, ge=1, le=16, description="Beam width; 1 is greedy decoding.")
+    n_best: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Hypotheses to return per text (at most beam_size); extras are alternatives.",
+    )
+    max_length: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description=f"Most target pieces per sentence (default {_DEFAULTS.max_length}).",
+    )
+    max_length_ratio: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        description="Most target pieces relative to the source: ratio x source pieces + 10 "
+        f"(default {_DEFAULTS.max_length_ratio:g}).",
+    )
+    length_penalty: float = Field(
+        _DEFAULTS.length_penalty,
+        ge=0,
+        le=5,
+        description="Scores are log-probability / length ** length_penalty; 0 favours short ones.",
+    )
+    return_attention: bool = Field(
+        False,
+        description="Add attention maps and word alignments, for the text and for each sentence.",
+    )
+    return_scores: bool = Field(False, description="Add the model's score (length-normalised log-probability).")
+    split_sentences: bool = Field(
+        True,
+        description="Split texts into sentences (and at line breaks), translate them one by one, "
+        "keeping the whitespace between them; false translates each text as one sentence.",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _not_empty_list(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list) and not value:
+            raise ValueError("text is an empty list; send at least one text")
+        return value
+
+    @model_validator(mode="after")
+    def _n_best_within_beam(self) -> TranslateRequest:
+        if self.n_best > self.beam_size:
+            raise ValueError(
+                f"n_best ({self.n_best}) must not exceed beam_size ({self.beam_size}); raise beam_size or lower n_best"
+            )
+        return self
+
+    def texts(self) -> list[str]:
+        return [self.text] if isinstance(self.text, str) else list(self.text)
+
+    def options(self) -> DecodeOptions:
+        return DecodeOptions(
+            beam_size=self.beam_size,
+            length_penalty=self.length_penalty,
+            max_length=self.max_length if self.max_length is not None else _DEFAULTS.max_length,
+            max_length_ratio=self.max_length_ratio if self.max_length_ratio is not None else _DEFAULTS.max_length_ratio,
+            n_best=self.n_best,
+            return_attention=self.return_attention,
+        )
+
+
+class Alternative(BaseModel):
+    text: str
+    score: float = Field(description="Length-normalised log-probability; higher is better.")
+
+
+class Attention(BaseModel):
+    """Cross-attention of the decoder: which source pieces each target piece looked at."""
+
+    source_tokens: list[str] = Field(description="Source sentencepiece pieces (columns).")
+    target_tokens: list[str] = Field(description="Target sentencepiece pieces (rows).")
+    weights: list[list[float]] = Field(
+        description="One row per target token, one column per source token; each row sums to 1 "
+        "(for a text of several sentences, rows attend only to their own sentence's columns)."
+    )
+
+
+class WordLink(BaseModel):
+    """A target word and a source word it was translated from."""
+
+    target: int = Field(description="Index of the target word.")
+    source: int = Field(description="Index of the source word.")
+    target_word: str
+    source_word: str
+    weight: float = Field(description="Attention mass between the two words (0..1).")
+
+
+class SentenceTranslation(BaseModel):
+    """One sentence of a text, when the text was split (present with return_attention)."""
+
+    source: str = Field(description="The source sentence, as cut from the text.")
+    source_span: tuple[int, int] = Field(description="Character offsets [start, end) of the sentence in the text.")
+    text: str = Field(description="Its translation.")
+    score: float | None = Field(None, description="With return_scores.")
+    alternatives: list[Alternative] | None = Field(None, description="With n_best > 1: the other hypotheses.")
+    attention: Attention | None = None
+    alignment: list[WordLink] | None = None
+    truncated: bool | None = Field(None, description="True when the sentence was longer than the model accepts.")
+
+
+class TextTranslation(BaseModel):
+    """The translation of one input text."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "text": "Hallo Welt.",
+                    "score": -0.21,
+                    "attention": {
+                        "source_tokens": ["▁Hello", "▁world", "."],
+                        "target_tokens": ["▁Hallo", "▁Welt", "."],
+                        "weights": [[0.9, 0.05, 0.05], [0.1, 0.85, 0.05], [0.05, 0.05, 0.9]],
+                    },
+                    "alignment": [
+                        {
+                            "target": 0,
+                            "source": 0,
+                            "target_word": "Hallo",
+                            "source_word": "Hello",
+                            "weight": 0.9,
+                        },
+                        {
+                            "target": 1,
+                            "source": 1,
+                            "target_word": "Welt.",
+                            "source_word": "world.",
+                            "weight": 0.93,
+                        },
+                    ],
+                }
+            ]
+        }
+    )
+
+    text: str = Field(description="The translation; sentences joined with the source's own whitespace.")
+    score: float | None = Field(
+        None,
+        description="With return_scores: mean of the sentences' normalised log-probabilities.",
+    )
+    alternatives: list[Alternative] | None = Field(
+        None,
+        description="With n_best > 1: other translations, best first (the k-th joins each "
+        "sentence's k-th best hypothesis).",
+    )
+    attention: Attention | None = Field(
+        None,
+        description="With return_attention: the whole text's map (sentences concatenated, block-diagonal).",
+    )
+    alignment: list[WordLink] | None = Field(
+        None,
+        description="With return_attention: word links over the whole text (word indices count across sentences).",
+    )
+    sentences: list[SentenceTranslation] | None = Field(
+        None,
+        description="With return_attention: each sentence with its own translation, attention and alignment.",
+    )
+    truncated: bool | None = Field(
+        None,
+        description="Present and true when a sentence was longer than the model accepts (cut).",
+    )
+
+
+class ModelRef(BaseModel):
+    name: str
+    version: str
+
+
+class TranslateResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "translations": [{"text": "Hallo Welt. Wie geht es dir?"}],
+                    "model": {"name": "en-de", "version": "1"},
+                }
+            ]
+        }
+    )
+
+    translations: list[TextTranslation] = Field(description="One per input text, in order.")
+    model: ModelRef = Field(description="The model that produced these translations.")
+
+
+class ErrorResponse(BaseModel):
+    """Every error: a stable code, a message that says what to fix, the request's id in the logs."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": "too_large",
+                    "message": "text[2] has 12000 characters; the limit is 10000 (MT_MAX_CHARS)",
+                    "request_id": "3f2a9c0e8d1b4a67",
+                }
+            ]
+        }
+    )
+
+    error: str = Field(description="Machine-readable code, e.g. validation, too_large, overloaded, timeout.")
+    message: str
+    request_id: str
+    details: list[dict[str, Any]] | None = Field(None, description="Validation errors: where and what.")
+
+
+class Health(BaseModel):
+    status: str = Field(examples=["ok"])
+
+
+class Readiness(BaseModel):
+    status: str = Field(description="ready, loading, failed or draining.", examples=["ready"])
+    model: ModelRef | None = None
+    message: str | None = Field(None, description="Why not ready.")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    version: str
+    source_language: str
+    target_language: str
+    provider: str = Field(description="onnxruntime execution provider in use.", examples=["CPUExecutionProvider"])
+    loaded_at: float = Field(description="Unix time the model went live.")
+    manifest: dict[str, Any] = Field(description="The bundle's manifest: architecture, scores, checksums, ...")
+
+
+class ReloadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bundle: str | None = Field(None, description="Bundle directory to load; default: the configured one.")
+
+
+class ReloadResponse(BaseModel):
+    status: str = Field(examples=["reloaded"])
+    model: ModelRef
+    previous: ModelRef | None = None
+    bundle: str
+    load_seconds: float

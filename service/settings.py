@@ -1,0 +1,87 @@
+"""The server's settings: one object, from ``MT_*`` environment variables and command-line flags.
+
+There is deliberately no ``workers`` setting: one server process owns one device (one model, one
+batch queue). For more throughput run more replicas behind a load balancer, not more processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Provider = Literal["auto", "cpu", "cuda"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class Settings(BaseSettings):
+    """Every knob of the server, with its default; environment ``MT_<FIELD>`` (``MT_MAX_QUEUE``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MT_", extra="ignore", validate_default=True)
+
+    bundle: Path = Field(Path("models/en-de"), description="Model bundle directory to serve.")
+    host: str = Field(
+        "0.0.0.0",
+        description="Address to listen on (0.0.0.0: every interface, as containers need).",
+    )
+    port: int = Field(8000, ge=0, le=65535, description="TCP port to listen on.")
+    provider: Provider = Field("auto", description="Execution provider: auto (CUDA if a GPU is usable), cpu, cuda.")
+    threads: int = Field(0, ge=0, description="Intra-op threads for inference; 0 lets onnxruntime decide.")
+
+    max_batch_tokens: int = Field(
+        4096,
+        ge=1,
+        description="Token budget of a batch: sentences x longest source (pieces, with padding).",
+    )
+    max_batch_sentences: int = Field(64, ge=1, description="Most sentences in one batch.")
+    max_wait_ms: float = Field(
+        5.0,
+        ge=0,
+        description="How long a batch's first sentence waits for company before it runs anyway.",
+    )
+    max_queue: int = Field(
+        1024,
+        ge=1,
+        description="Most sentences waiting to be decoded; beyond, requests get 503 + Retry-After.",
+    )
+    request_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="A request unanswered after this long gets 504; its queued work is dropped.",
+    )
+
+    max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")
+    max_chars: int = Field(10_000, ge=1, description="Most characters in one text (413 beyond).")
+    max_body_bytes: int = Field(1_000_000, ge=1, description="Largest request body in bytes (413 beyond).")
+
+    api_key: SecretStr | None = Field(None, description="If set, /translate requires header X-API-Key with it.")
+    admin_token: SecretStr | None = Field(
+        None,
+        description="If set, enables POST /admin/reload with 'Authorization: Bearer <token>'.",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins allowed by CORS, comma-separated ('*' for any); empty: CORS off.",
+    )
+
+    log_level: LogLevel = Field("info", description="Log level of the JSON logs on stderr.")
+    debug: bool = Field(False, description="Log request texts too (never do this with private data).")
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [origin.strip() for origin in value.split(",") if origin.strip()]
+        return value
+
+    @field_validator("api_key", "admin_token", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value  # MT_API_KEY=""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value

@@ -1,0 +1,157 @@
+"""A stand-in engine for the server's tests: "translates" by reversing the words of a sentence.
+
+A fake bundle is a directory whose manifest.json has the usual name/version/languages plus a
+``fake`` section: ``delay_s`` (sleep per batch), ``prefix`` (prepended to every translation, to
+tell models apart), ``fail_word`` (a batch holding it raises), ``break_word`` (a sentence holding
+it comes back malformed, a bug past the engine), ``warmup_fails``. A manifest that is not valid
+JSON raises BundleError, like a corrupt real bundle. The engine records every batch it decodes,
+so tests can see what the batcher did.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from service.bundle import BundleError
+from service.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
+
+WORD = "\u2581"
+
+
+def write_fake_bundle(directory: Path, version: str = "1", **fake: Any) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "name": "fake-en-de",
+        "version": version,
+        "source_language": "en",
+        "target_language": "de",
+        "architecture": {"layers": 0},
+        "scores": {"bleu": 99.0},
+        "fake": fake,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return directory
+
+
+class FakeEngine:
+    provider = "FakeExecutionProvider"
+
+    def __init__(self, manifest: dict[str, Any], max_source_pieces: int = 32):
+        self.manifest = manifest
+        fake = manifest.get("fake", {})
+        self.delay_s: float = float(fake.get("delay_s", 0.0))
+        self.prefix: str = str(fake.get("prefix", ""))
+        self.fail_word: str = str(fake.get("fail_word", "FAIL"))
+        self.break_word: str = str(fake.get("break_word", "BREAK"))
+        self.warmup_fails: bool = bool(fake.get("warmup_fails", False))
+        self.max_source_pieces = max_source_pieces
+        self.batches: list[list[list[int]]] = []
+        """Every batch decoded (warm-up excluded), in order."""
+        self.options: list[DecodeOptions] = []
+        self._words: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.warm = False
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [len(b) for b in self.batches]
+
+    def tokenize(self, text: str) -> list[int]:
+        with self._lock:
+            for word in text.split():
+                if word not in self._ids:
+                    self._ids[word] = len(self._words)
+                    self._words.append(word)
+            return [self._ids[w] for w in text.split()]
+
+    def words(self, ids: list[int]) -> list[str]:
+        with self._lock:
+            return [self._words[i] for i in ids]
+
+    def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]:
+        self.batches.append([list(ids) for ids in batch])
+        self.options.append(options)
+        time.sleep(self.delay_s)
+        sentences = [self.words(ids[: self.max_source_pieces]) for ids in batch]
+        if any(self.fail_word in words for words in sentences):
+            raise RuntimeError(f"fake engine failure: a sentence holds {self.fail_word!r}")
+        return [
+            self._translate(words, len(ids) > self.max_source_pieces, options)
+            for words, ids in zip(sentences, batch, strict=True)
+        ]
+
+    def _translate(self, source: list[str], truncated: bool, options: DecodeOptions) -> Translation:
+        target = list(reversed(source))
+        if self.break_word in source:
+            broken = Hypothesis(text=None, pieces=[], token_ids=[], score=0, token_logprobs=[])  # type: ignore[arg-type]
+            return Translation(source_pieces=[], hypotheses=[broken])
+        hypotheses = []
+        for k in range(options.n_best):
+            words = target + ([f"alt{k}"] if k else [])
+            text = self.prefix + " ".join(words)
+            n = len(words)
+            attention = None
+            if options.return_attention:
+                attention = np.zeros((n, len(source)))
+                for t in range(min(n, len(source))):
+                    attention[t, len(source) - 1 - t] = 1.0
+            hypotheses.append(
+                Hypothesis(
+                    text=text,
+                    pieces=[WORD + w for w in words],
+                    token_ids=list(range(n)),
+                    score=-0.1 * (k + 1),
+                    token_logprobs=[-0.1] * n,
+                    attention=attention,
+                )
+            )
+        alignment = None
+        if options.return_attention:
+            best = hypotheses[0]
+            weights = best.attention.tolist() if best.attention is not None else []
+            links = [[len(source) - 1 - t] if t < len(source) else [] for t in range(len(target))]
+            alignment = WordAlignment(source, target, weights, links)
+        return Translation(
+            source_pieces=[WORD + w for w in source],
+            hypotheses=hypotheses,
+            alignment=alignment,
+            truncated_source=truncated,
+        )
+
+    def warmup(self) -> None:
+        if self.warmup_fails:
+            raise RuntimeError("fake warm-up failure")
+        self.warm = True
+
+
+class FakeLoader:
+    """An engine_loader for create_app that remembers the engines it made."""
+
+    def __init__(self) -> None:
+        self.engines: list[FakeEngine] = []
+
+    def __call__(self, bundle: Path, *, provider: str, threads: int) -> FakeEngine:
+        try:
+            manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            raise BundleError(f"{bundle}/manifest.json is missing: not a model bundle") from err
+        except json.JSONDecodeError as err:
+            raise BundleError(f"{bundle}/manifest.json is corrupt ({err}); re-export it") from err
+        engine = FakeEngine(manifest)
+        self.engines.append(engine)
+        return engine
+
+    @property
+    def last(self) -> FakeEngine:
+        return self.engines[-1]
+
+
+def load_fake(bundle: Path, *, provider: str, threads: int) -> FakeEngine:
+    return FakeLoader()(bundle, provider=provider, threads=threads)

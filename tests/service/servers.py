@@ -1,0 +1,131 @@
+"""Real uvicorn servers for the tests: in a thread (to reach the app's insides) or a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from service.app import create_app
+from service.deps import ServiceState
+from service.loader import EngineLoader
+from service.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ThreadServer:
+    url: str
+    app: FastAPI
+    client: httpx.Client
+
+    @property
+    def service(self) -> ServiceState:
+        service: ServiceState = self.app.state.service
+        return service
+
+
+def wait_until(condition: object, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():  # type: ignore[operator]
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@contextmanager
+def thread_server(settings: Settings, engine_loader: EngineLoader, wait_ready: bool = True) -> Iterator[ThreadServer]:
+    app = create_app(settings, engine_loader=engine_loader)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: server.started, what="uvicorn to start")
+        with httpx.Client(base_url=url, timeout=30) as client:
+            if wait_ready:
+                wait_until(lambda: client.get("/readyz").status_code == 200, what="/readyz")
+            yield ThreadServer(url, app, client)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+
+
+def settings_for(bundle: Path, **overrides: object) -> Settings:
+    """A test server's settings: short batching wait, then ``overrides`` (conftest clears MT_*)."""
+    values: dict[str, object] = {"bundle": bundle, "max_wait_ms": 2.0, **overrides}
+    return Settings.model_validate(values)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class ProcessServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    client: httpx.Client
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def signal(self, sig: signal.Signals) -> None:
+        self.process.send_signal(sig)
+
+
+@contextmanager
+def process_server(
+    args: list[str], log_path: Path, fake: bool = True, env: dict[str, str] | None = None
+) -> Iterator[ProcessServer]:
+    """``python -m service`` (or the fake-engine variant) on a free port; yields once it answers."""
+    port = free_port()
+    module = "tests.service.fake_server" if fake else "service"
+    command = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port), *args]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    client = httpx.Client(base_url=url, timeout=30)  # one client: creating one costs ~0.1 s
+    server = ProcessServer(url, process, log_path, client)
+    try:
+
+        def up() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"server exited with {process.returncode}:\n{server.log()}")
+            return client.get("/healthz", timeout=1).status_code == 200
+
+        wait_until(up, timeout=30, what="the server process to answer")
+        yield server
+    finally:
+        client.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
