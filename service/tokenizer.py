@@ -88,11 +88,7 @@ class Tokenizer:
         return self.to_ids(self.target_pieces(text))
 
     def id_to_piece(self, token: int) -> str:
-        return (
-            self.pieces[token]
-            if 0 <= token < len(self.pieces)
-            else self.pieces[self.specials.unk_id]
-        )
+        return self.pieces[token] if 0 <= token < len(self.pieces) else self.pieces[self.specials.unk_id]
 
     def decode(self, ids: list[int]) -> str:
         pieces = [self.id_to_piece(i) for i in ids if i not in self._special_ids]

@@ -32,8 +32,15 @@ def tiny_vocab(synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.Tem
 def tiny_config(train: Path, dev: Path, vocab: Path, steps: int = TINY_STEPS, **train_overrides: object):
     from training.config import load_config
 
-    overrides = [f"data.train={train}", f"data.dev={dev}", f"data.vocab={vocab}",
-                 f"train.max_steps={steps}", "train.eval_every=100000", "train.log_every=100"]
+    overrides = [
+        f"data.train={train}",
+        f"data.dev={dev}",
+        f"data.vocab={vocab}",
+        f"train.max_steps={steps}",
+        "train.eval_every=100000",
+        "train.log_every=100",
+        "train.threads=1",
+    ]
     overrides += [f"train.{k}={v!r}" for k, v in train_overrides.items()]
     return load_config("tiny", overrides=overrides)
 
@@ -55,6 +62,7 @@ def tiny_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory)
     """The tiny checkpoint exported to an fp32 ONNX bundle."""
     export = pytest.importorskip("training.export", reason="training.export is not written yet")
     out = tmp_path_factory.mktemp("bundles") / "tiny"
-    export.export_bundle(tiny_checkpoint, out, name="tiny-reverse", version="1",
-                         source_language="en", target_language="de")
+    export.export_bundle(
+        tiny_checkpoint, out, name="tiny-reverse", version="1", source_language="en", target_language="de"
+    )
     return out

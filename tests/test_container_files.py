@@ -129,9 +129,7 @@ def pip_installs(commands: list[list[str]]) -> list[list[str]]:
     for words in commands:
         for i in range(len(words) - 1):
             program = words[i]
-            is_pip = Path(program).name in {"pip", "pip3"} or (
-                program == "pip" and i > 0 and words[i - 1] == "-m"
-            )
+            is_pip = Path(program).name in {"pip", "pip3"} or (program == "pip" and i > 0 and words[i - 1] == "-m")
             if is_pip and words[i + 1] == "install":
                 found.append(words[i + 2 :])
                 break
@@ -266,9 +264,7 @@ def named_volume_mounts(service: dict[str, Any]) -> dict[str, str]:
     mounts = {}
     for entry in service.get("volumes", []):
         source, target = (
-            (entry.get("source"), entry.get("target"))
-            if isinstance(entry, dict)
-            else tuple(str(entry).split(":")[:2])
+            (entry.get("source"), entry.get("target")) if isinstance(entry, dict) else tuple(str(entry).split(":")[:2])
         )
         if source and not str(source).startswith((".", "/", "~", "$")):
             mounts[str(source)] = str(target)
@@ -304,23 +300,17 @@ def pyproject() -> dict[str, Any]:
 # The image installs what `make install-serve` installs, and no torch
 
 
-def test_runtime_image_installs_what_make_install_serve_installs(
-    stages: list[Stage], tmp_path: Path
-) -> None:
+def test_runtime_image_installs_what_make_install_serve_installs(stages: list[Stage], tmp_path: Path) -> None:
     make_installs = makefile_pip_installs("install-serve", tmp_path)
     assert len(make_installs) == 1, f"install-serve should run one pip install, got {make_installs}"
 
     chain = stage_chain(stages, runtime_stage(stages).name)
-    docker_installs = [
-        args for s in chain for run in s.args("RUN") for args in pip_installs(shell_commands(run))
-    ]
+    docker_installs = [args for s in chain for run in s.args("RUN") for args in pip_installs(shell_commands(run))]
     assert len(docker_installs) == 1, (
-        f"the runtime image should come from one pip install, got {docker_installs} "
-        f"in stages {[s.name for s in chain]}"
+        f"the runtime image should come from one pip install, got {docker_installs} in stages {[s.name for s in chain]}"
     )
     assert normalize(docker_installs[0]) == normalize(make_installs[0]), (
-        f"Dockerfile installs {docker_installs[0]}, "
-        f"`make install-serve` installs {make_installs[0]}"
+        f"Dockerfile installs {docker_installs[0]}, `make install-serve` installs {make_installs[0]}"
     )
     assert normalize(make_installs[0]) == ["."], "serving installs the project without extras"
 
@@ -371,13 +361,8 @@ def test_console_scripts_point_at_real_functions(pyproject: dict[str, Any]) -> N
         path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
         assert path.is_file(), f"{script} -> {target}: {path.relative_to(ROOT)} does not exist"
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        names = {
-            node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)
-        } | {
-            alias.asname or alias.name
-            for node in tree.body
-            if isinstance(node, ast.ImportFrom)
-            for alias in node.names
+        names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)} | {
+            alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names
         }
         assert attribute in names, f"{script} -> {target}: no {attribute!r} in {path.name}"
 
@@ -495,9 +480,7 @@ def test_dockerignore_lets_copy_sources_in_and_keeps_junk_out(stages: list[Stage
 # Compose and Prometheus
 
 
-def test_compose_files_match_the_compose_spec(
-    compose: dict[str, Any], compose_cpu: dict[str, Any]
-) -> None:
+def test_compose_files_match_the_compose_spec(compose: dict[str, Any], compose_cpu: dict[str, Any]) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(COMPOSE_SCHEMA.read_text(encoding="utf-8"))
     override = resolve_tags(load_compose(COMPOSE_CPU))
@@ -547,9 +530,7 @@ def test_prometheus_scrapes_every_15s_with_the_mounted_config(
     assert (ROOT / mounts[config_path]).resolve() == PROMETHEUS.resolve()
 
 
-def test_gpu_by_default_cpu_with_the_override(
-    compose: dict[str, Any], compose_cpu: dict[str, Any]
-) -> None:
+def test_gpu_by_default_cpu_with_the_override(compose: dict[str, Any], compose_cpu: dict[str, Any]) -> None:
     devices = gpu_devices(compose["services"]["translator"])
     assert devices and devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     for name, service in compose_cpu["services"].items():
@@ -569,9 +550,7 @@ def test_build_targets_exist(compose: dict[str, Any], stages: list[Stage]) -> No
     assert compose["services"]["translator"]["build"]["target"] == runtime_stage(stages).name
 
 
-def test_trainer_shares_bundles_with_translator(
-    compose: dict[str, Any], stages: list[Stage]
-) -> None:
+def test_trainer_shares_bundles_with_translator(compose: dict[str, Any], stages: list[Stage]) -> None:
     services = compose["services"]
     trainer, translator = services["trainer"], services["translator"]
     assert "train" in trainer.get("profiles", []), "the trainer must only run with --profile train"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-
 from training import checkpoint
 
 
@@ -22,11 +20,14 @@ def average(paths: list[str | Path], out: str | Path) -> Path:
             if v.is_floating_point():
                 total[k] += v.double()
     averaged = {
-        k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
-        for k, v in total.items()
+        k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v for k, v in total.items()
     }
-    result = {"config": first["config"], "model": averaged, "vocab_files": first["vocab_files"],
-              "averaged_from": [str(p) for p in paths]}
+    result = {
+        "config": first["config"],
+        "model": averaged,
+        "vocab_files": first["vocab_files"],
+        "averaged_from": [str(p) for p in paths],
+    }
     checkpoint.save(out, result)
     return Path(out)
 
@@ -36,5 +37,3 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     if not found:
         raise checkpoint.CheckpointError(f"{run_dir} holds no checkpoint-*.pt files")
     return found[-n:]
-
-

@@ -7,7 +7,7 @@ import importlib
 import json
 import logging
 import sys
-
+from pathlib import Path
 
 from training.config import PRESETS, ConfigError, load_config
 
@@ -19,9 +19,16 @@ def _prepare(args: argparse.Namespace) -> int:
     from training.data import prepare
 
     summary = prepare(
-        args.out, args.train, target=args.target, dev=args.dev, test=args.test,
-        dev_size=args.dev_size, test_size=args.test_size, max_words=args.max_words,
-        max_ratio=args.max_ratio, seed=args.seed,
+        args.out,
+        args.train,
+        target=args.target,
+        dev=args.dev,
+        test=args.test,
+        dev_size=args.dev_size,
+        test_size=args.test_size,
+        max_words=args.max_words,
+        max_ratio=args.max_ratio,
+        seed=args.seed,
     )
     print(json.dumps(summary, indent=2))
     return 0
@@ -47,7 +54,7 @@ def _train(args: argparse.Namespace) -> int:
 def _average(args: argparse.Namespace) -> int:
     from training.average import average, last_checkpoints
 
-    paths = args.checkpoints or last_checkpoints(args.run_dir, args.last)
+    paths: list[str | Path] = list(args.checkpoints or last_checkpoints(args.run_dir, args.last))
     out = average(paths, args.out)
     print(f"averaged {len(paths)} checkpoints into {out}")
     return 0
@@ -56,8 +63,7 @@ def _average(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate
 
-    scores = evaluate(args.checkpoint, args.test, args.hypotheses, args.beam, args.length_penalty,
-                      limit=args.limit)
+    scores = evaluate(args.checkpoint, args.test, args.hypotheses, args.beam, args.length_penalty, limit=args.limit)
     print(json.dumps(scores, indent=2))
     return 0
 
@@ -70,10 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("prepare", help="clean parallel text and split off dev/test sets",
-                       description="Read a TSV (source<TAB>target) or two aligned text files, drop "
-                       "empty/identical/overlong/badly proportioned/duplicate pairs, split dev/test "
-                       "(or take given ones) and write train.tsv, dev.tsv, test.tsv, report.json.")
+    p = sub.add_parser(
+        "prepare",
+        help="clean parallel text and split off dev/test sets",
+        description="Read a TSV (source<TAB>target) or two aligned text files, drop "
+        "empty/identical/overlong/badly proportioned/duplicate pairs, split dev/test "
+        "(or take given ones) and write train.tsv, dev.tsv, test.tsv, report.json.",
+    )
     p.add_argument("train", help="TSV file, or the source-side text file when --target is given")
     p.add_argument("--target", help="target-side text file aligned line by line with TRAIN")
     p.add_argument("--dev", help="use this TSV as the dev set instead of splitting one off")
@@ -86,9 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=_prepare)
 
-    p = sub.add_parser("vocab", help="train a joint sentencepiece vocabulary",
-                       description="Learn a sentencepiece model from both sides of a TSV; writes "
-                       "spm.model and vocab.json (piece/id table with pad=0 unk=1 bos=2 eos=3).")
+    p = sub.add_parser(
+        "vocab",
+        help="train a joint sentencepiece vocabulary",
+        description="Learn a sentencepiece model from both sides of a TSV; writes "
+        "spm.model and vocab.json (piece/id table with pad=0 unk=1 bos=2 eos=3).",
+    )
     p.add_argument("train", help="training TSV")
     p.add_argument("--out", required=True, help="vocabulary directory")
     p.add_argument("--size", type=int, default=8000, help="vocabulary size")
@@ -96,15 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=_vocab)
 
-    p = sub.add_parser("train", help="train a model (resumes from RUN_DIR/last.pt if present)",
-                       description="Train with token-count batches, label smoothing and the inverse-"
-                       "sqrt schedule. Settings: --preset, then --config FILE.toml, then --set "
-                       "section.key=value overrides. Under torchrun it trains on every GPU.")
+    p = sub.add_parser(
+        "train",
+        help="train a model (resumes from RUN_DIR/last.pt if present)",
+        description="Train with token-count batches, label smoothing and the inverse-"
+        "sqrt schedule. Settings: --preset, then --config FILE.toml, then --set "
+        "section.key=value overrides. Under torchrun it trains on every GPU.",
+    )
     p.add_argument("run_dir", help="directory for checkpoints, logs and evals.jsonl")
     p.add_argument("--preset", choices=sorted(PRESETS), default="small")
     p.add_argument("--config", help="TOML file with [model], [data], [train] sections")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one setting, e.g. --set train.max_minutes=120")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one setting, e.g. --set train.max_minutes=120",
+    )
     p.set_defaults(func=_train)
 
     p = sub.add_parser("average", help="average the weights of several checkpoints")
@@ -114,9 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.set_defaults(func=_average)
 
-    p = sub.add_parser("evaluate", help="translate a test TSV and print BLEU and chrF",
-                       description="Translate the source side of a TSV with the PyTorch reference "
-                       "decoder and score against the target side with sacrebleu.")
+    p = sub.add_parser(
+        "evaluate",
+        help="translate a test TSV and print BLEU and chrF",
+        description="Translate the source side of a TSV with the PyTorch reference "
+        "decoder and score against the target side with sacrebleu.",
+    )
     p.add_argument("checkpoint")
     p.add_argument("test", help="TSV test file")
     p.add_argument("--hypotheses", help="write the translations here, one per line")
@@ -148,5 +171,3 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-

@@ -38,15 +38,11 @@ class ModelConfig:
 
     def validate(self) -> None:
         if self.d_model % self.n_heads:
-            raise ConfigError(
-                f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}"
-            )
+            raise ConfigError(f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}")
         if self.activation not in ("relu", "gelu", "swish"):
             raise ConfigError(f"model.activation={self.activation!r}: use relu, gelu or swish")
         if self.positional_layout not in ("interleaved", "concat"):
-            raise ConfigError(
-                f"model.positional_layout={self.positional_layout!r}: use interleaved or concat"
-            )
+            raise ConfigError(f"model.positional_layout={self.positional_layout!r}: use interleaved or concat")
         for name in ("vocab_size", "d_model", "d_ff", "encoder_layers", "decoder_layers"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
@@ -105,19 +101,45 @@ class Config:
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "tiny": {
-        "model": {"d_model": 64, "n_heads": 4, "d_ff": 128, "encoder_layers": 2,
-                  "decoder_layers": 2, "dropout": 0.0, "vocab_size": 64, "max_positions": 128},
-        "train": {"batch_tokens": 512, "warmup_steps": 100, "eval_every": 100, "save_every": 100,
-                  "log_every": 20, "lr": 0.5},
+        "model": {
+            "d_model": 64,
+            "n_heads": 4,
+            "d_ff": 128,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "dropout": 0.0,
+            "vocab_size": 64,
+            "max_positions": 128,
+        },
+        "train": {
+            "batch_tokens": 512,
+            "warmup_steps": 100,
+            "eval_every": 100,
+            "save_every": 100,
+            "log_every": 20,
+            "lr": 0.5,
+        },
     },
     "small": {
-        "model": {"d_model": 256, "n_heads": 4, "d_ff": 1024, "encoder_layers": 3,
-                  "decoder_layers": 3, "vocab_size": 8000},
+        "model": {
+            "d_model": 256,
+            "n_heads": 4,
+            "d_ff": 1024,
+            "encoder_layers": 3,
+            "decoder_layers": 3,
+            "vocab_size": 8000,
+        },
         "train": {"batch_tokens": 4096, "warmup_steps": 2000},
     },
     "base": {
-        "model": {"d_model": 512, "n_heads": 8, "d_ff": 2048, "encoder_layers": 6,
-                  "decoder_layers": 6, "vocab_size": 16000},
+        "model": {
+            "d_model": 512,
+            "n_heads": 8,
+            "d_ff": 2048,
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "vocab_size": 16000,
+        },
         "train": {"batch_tokens": 8192, "warmup_steps": 4000, "lr": 1.0},
     },
 }
@@ -138,9 +160,7 @@ def _assign(config: Config, section: str, key: str, value: Any) -> None:
     elif isinstance(current, float) and isinstance(value, int):
         value = float(value)
     elif not isinstance(value, type(current)):
-        raise ConfigError(
-            f"{section}.{key} must be {type(current).__name__}, got {value!r} ({type(value).__name__})"
-        )
+        raise ConfigError(f"{section}.{key} must be {type(current).__name__}, got {value!r} ({type(value).__name__})")
     setattr(part, key, value)
 
 

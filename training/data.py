@@ -37,10 +37,7 @@ def read_tsv(path: str | Path) -> list[Pair]:
     for number, line in _lines(path):
         columns = line.split("\t")
         if len(columns) != 2:
-            raise DataError(
-                f"{path}:{number}: expected 2 tab-separated columns (source, target), "
-                f"found {len(columns)}"
-            )
+            raise DataError(f"{path}:{number}: expected 2 tab-separated columns (source, target), found {len(columns)}")
         pairs.append((columns[0], columns[1]))
     return pairs
 
@@ -72,9 +69,7 @@ class CleanReport:
         return {"read": self.read, "kept": self.kept, "dropped": dict(self.dropped)}
 
 
-def clean(
-    pairs: list[Pair], max_words: int = 150, max_ratio: float = 3.0
-) -> tuple[list[Pair], CleanReport]:
+def clean(pairs: list[Pair], max_words: int = 150, max_ratio: float = 3.0) -> tuple[list[Pair], CleanReport]:
     """Drop empty, identical, overlong, badly proportioned and duplicate pairs, counting each reason."""
     report = CleanReport(read=len(pairs))
     seen: set[Pair] = set()
@@ -101,9 +96,7 @@ def clean(
     return kept, report
 
 
-def split(
-    pairs: list[Pair], dev_size: int, test_size: int, seed: int = 1
-) -> tuple[list[Pair], list[Pair], list[Pair]]:
+def split(pairs: list[Pair], dev_size: int, test_size: int, seed: int = 1) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """Random dev/test sets; training keeps no pair whose source occurs in them."""
     order = list(range(len(pairs)))
     random.Random(seed).shuffle(order)
@@ -140,9 +133,7 @@ def prepare(
     given_dev = clean(read_pairs(dev), max_words, max_ratio)[0] if dev else None
     given_test = clean(read_pairs(test), max_words, max_ratio)[0] if test else None
     if given_dev is None or given_test is None:
-        rest, dev_pairs, test_pairs = split(
-            pairs, 0 if given_dev else dev_size, 0 if given_test else test_size, seed
-        )
+        rest, dev_pairs, test_pairs = split(pairs, 0 if given_dev else dev_size, 0 if given_test else test_size, seed)
         dev_pairs, test_pairs = given_dev or dev_pairs, given_test or test_pairs
     else:
         rest, dev_pairs, test_pairs = pairs, given_dev, given_test
@@ -164,9 +155,7 @@ def prepare(
 Example = tuple[list[int], list[int]]
 
 
-def encode_pairs(
-    tokenizer: object, pairs: list[Pair], max_source: int, max_target: int
-) -> tuple[list[Example], int]:
+def encode_pairs(tokenizer: object, pairs: list[Pair], max_source: int, max_target: int) -> tuple[list[Example], int]:
     """Token ids for each pair (no BOS/EOS yet); pairs over the piece limits are dropped and counted."""
     examples, too_long = [], 0
     for src, tgt in pairs:

@@ -106,11 +106,7 @@ def beam_search(
         n = len(alive)
         logp = next_logprobs(model, memory.expand(n, -1, -1), src.expand(n, -1), prefixes)
         top_lp, top_ids = logp.topk(min(2 * beam_size, logp.size(-1)), dim=-1)
-        candidates = [
-            (alive[i][1] + float(top_lp[i, r]), i, r)
-            for i in range(n)
-            for r in range(top_lp.size(1))
-        ]
+        candidates = [(alive[i][1] + float(top_lp[i, r]), i, r) for i in range(n) for r in range(top_lp.size(1))]
         candidates.sort(key=lambda c: -c[0])
         next_alive: list[tuple[list[int], float, list[float]]] = []
         for score, i, r in candidates:

@@ -8,10 +8,12 @@ computes; the tensor contract is in docs/bundle.md.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
-from training.model import MultiHeadAttention, Transformer
+from training.model import DecoderLayer, MultiHeadAttention, Transformer
 
 ENCODER_INPUTS = ["src_ids"]
 ENCODER_OUTPUTS = ["cross_k", "cross_v", "src_mask"]
@@ -40,6 +42,10 @@ DECODER_DYNAMIC_AXES = {
 }
 
 
+def decoder_layers(model: Transformer) -> list[DecoderLayer]:
+    return [cast(DecoderLayer, layer) for layer in model.decoder_layers]
+
+
 class EncoderGraph(nn.Module):
     """src_ids (B, S) -> cross_k, cross_v (layers, B, heads, S, d_head) and src_mask (B, S), True at padding."""
 
@@ -50,7 +56,7 @@ class EncoderGraph(nn.Module):
     def forward(self, src_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         memory = self.model.encode(src_ids)
         keys, values = [], []
-        for layer in self.model.decoder_layers:
+        for layer in decoder_layers(self.model):
             k, v = layer.cross_attn.project_kv(memory)
             keys.append(k)
             values.append(v)
@@ -94,7 +100,7 @@ class DecoderStep(nn.Module):
         present_k: list[Tensor] = []
         present_v: list[Tensor] = []
         attention: list[Tensor] = []
-        for i, layer in enumerate(model.decoder_layers):
+        for i, layer in enumerate(decoder_layers(model)):
 
             def self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 q = attn.split_heads(attn.q_proj(h))
@@ -117,7 +123,8 @@ class DecoderStep(nn.Module):
             x = layer.cross_attn_norm(x.reshape(batch, hyps, d_model), cross_attention)
             x = layer.ffn_norm(x, layer.ffn).reshape(-1, 1, d_model)
         logits = model.logits(model.decoder_norm(x)).reshape(batch, hyps, -1)
-        top_lp, top_ids = model.next_token_logprobs(logits).topk(k, dim=-1)
+        # k stays a tensor so that the traced graph takes it as an input, not a constant
+        top_lp, top_ids = model.next_token_logprobs(logits).topk(k, dim=-1)  # type: ignore[arg-type]
         return top_lp, top_ids, torch.stack(present_k), torch.stack(present_v), attention[0].float()
 
 

@@ -7,6 +7,7 @@ that importing those checkpoints is a renaming, not a reshaping.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +45,7 @@ class Embeddings(nn.Module):
         self.token = token
         self.scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
         table = sinusoidal_table(config.max_positions, config.d_model, config.positional_layout)
+        self.positions: Tensor
         self.register_buffer("positions", table, persistent=False)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -84,9 +86,7 @@ class MultiHeadAttention(nn.Module):
     def merge_heads(self, x: Tensor) -> Tensor:
         return self.out_proj(x.transpose(1, 2).reshape(x.size(0), x.size(2), -1))
 
-    def forward(
-        self, query: Tensor, memory: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, memory: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         q = self.split_heads(self.q_proj(query))
         k, v = self.project_kv(memory)
         out, weights = self.attend(q, k, v, mask)
@@ -100,7 +100,8 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, config.d_ff)
         self.fc2 = nn.Linear(config.d_ff, config.d_model)
-        self.activation = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[config.activation]
+        activations: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+        self.activation = activations[config.activation]
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -149,9 +150,7 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward(config)
         self.ffn_norm = Residual(config)
 
-    def forward(
-        self, x: Tensor, memory: Tensor, self_mask: Tensor, memory_mask: Tensor
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor, memory_mask: Tensor) -> tuple[Tensor, Tensor]:
         x = self.self_attn_norm(x, lambda h: self.self_attn(h, h, self_mask)[0])
         weights: list[Tensor] = []
 
@@ -206,9 +205,7 @@ class Transformer(nn.Module):
             x = layer(x, pad_mask)
         return self.encoder_norm(x)
 
-    def decode(
-        self, tgt_in: Tensor, memory: Tensor, src: Tensor, attention_layer: int = -1
-    ) -> tuple[Tensor, Tensor]:
+    def decode(self, tgt_in: Tensor, memory: Tensor, src: Tensor, attention_layer: int = -1) -> tuple[Tensor, Tensor]:
         """Logits (B, T, V) for teacher-forced target prefixes, and one layer's cross-attention."""
         self_mask = causal_mask(tgt_in.size(1), tgt_in.device)[None, None]
         memory_mask = self.source_pad_mask(src)
@@ -233,9 +230,7 @@ class Transformer(nn.Module):
         return self.decode(tgt_in, self.encode(src), src)[0]
 
 
-def label_smoothed_nll(
-    logits: Tensor, target: Tensor, smoothing: float, pad_id: int
-) -> tuple[Tensor, Tensor]:
+def label_smoothed_nll(logits: Tensor, target: Tensor, smoothing: float, pad_id: int) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed cross-entropy (section 5.4) and summed plain NLL, padding ignored."""
     logp = logits.float().log_softmax(dim=-1)
     keep = target != pad_id

@@ -18,9 +18,10 @@ import torch
 from torch import Tensor
 
 from training.decode import source_tensor
-from training.export_graphs import EncoderGraph
+from training.export_graphs import EncoderGraph, decoder_layers
 from training.model import Transformer
 
+MIN_PROB = 1e-4
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
@@ -32,6 +33,9 @@ class ParityReport:
     steps: int
     cross_kv: float
     logprobs: float
+    """Over the top-k candidates PyTorch gives at least ``MIN_PROB``, the ones that matter to search."""
+    logprobs_tail: float
+    """Over every top-k candidate, however unlikely (quantization errors grow in the far tail)."""
     cache: float
     attention: float
     top1_agreement: float
@@ -86,7 +90,8 @@ def compare(
 
     captured: dict[str, list[Tensor]] = {"k": [], "v": []}
     hooks = []
-    for layer in model.decoder_layers:
+    layers = decoder_layers(model)
+    for layer in layers:
         attn = layer.self_attn
         hooks.append(attn.k_proj.register_forward_hook(lambda m, i, o: captured["k"].append(o)))
         hooks.append(attn.v_proj.register_forward_hook(lambda m, i, o: captured["v"].append(o)))
@@ -100,7 +105,7 @@ def compare(
     reorder = np.arange(batch, dtype=np.int64)
     past_k = np.zeros((cfg.decoder_layers, batch, heads, 0, d_head), dtype=float_type)
     past_v = past_k.copy()
-    lp_diff = cache_diff = attn_diff = 0.0
+    lp_diff = tail_diff = cache_diff = attn_diff = 0.0
     agree = total = 0
     try:
         for step in range(n_steps):
@@ -127,21 +132,27 @@ def compare(
             )
             logp = model.next_token_logprobs(logits[:, -1])
             ids = torch.from_numpy(top_ids.reshape(len(prefixes), -1))
-            lp_diff = max(lp_diff, _diff(top_lp.reshape(len(prefixes), -1), logp.gather(1, ids)))
+            onnx_lp, torch_lp = top_lp.reshape(len(prefixes), -1), logp.gather(1, ids).numpy()
+            likely = torch_lp >= np.log(MIN_PROB)
+            lp_diff = max(lp_diff, _diff(onnx_lp[likely], torch_lp[likely]))
+            tail_diff = max(tail_diff, _diff(onnx_lp, torch_lp))
             agree += int((logp.argmax(dim=-1) == ids[:, 0]).sum())
             total += len(prefixes)
-            for layer in range(cfg.decoder_layers):
-                ref_k = model.decoder_layers[layer].self_attn.split_heads(captured["k"][layer])
-                ref_v = model.decoder_layers[layer].self_attn.split_heads(captured["v"][layer])
-                cache_diff = max(cache_diff, _diff(past_k[layer], ref_k), _diff(past_v[layer], ref_v))
+            for i, layer in enumerate(layers):
+                ref_k = layer.self_attn.split_heads(captured["k"][i])
+                ref_v = layer.self_attn.split_heads(captured["v"][i])
+                cache_diff = max(cache_diff, _diff(past_k[i], ref_k), _diff(past_v[i], ref_v))
             ref_attention = weights[:, :, -1].mean(dim=1)
             attn_diff = max(attn_diff, _diff(attention.reshape(len(prefixes), -1), ref_attention))
 
             # Next step: which previous row each hypothesis continues, and the token it appends.
             new_rows = 1 if targets else hyps
             reorder = np.array(
-                [b * rows_per_sentence + rng.randrange(rows_per_sentence) if not targets else b
-                 for b in range(batch) for _ in range(new_rows)],
+                [
+                    b * rows_per_sentence + rng.randrange(rows_per_sentence) if not targets else b
+                    for b in range(batch)
+                    for _ in range(new_rows)
+                ],
                 dtype=np.int64,
             )
             if targets:
@@ -158,6 +169,7 @@ def compare(
         steps=n_steps,
         cross_kv=cross_diff,
         logprobs=lp_diff,
+        logprobs_tail=tail_diff,
         cache=cache_diff,
         attention=attn_diff,
         top1_agreement=agree / max(1, total),

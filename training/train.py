@@ -164,7 +164,9 @@ class Trainer:
                 self.dev_refs.append(tgt)
         log.info(
             "train: %d pairs (%d over the length limits dropped), dev: %d pairs",
-            len(self.train), dropped, len(self.dev),
+            len(self.train),
+            dropped,
+            len(self.dev),
         )
 
     def build(self) -> None:
@@ -180,7 +182,10 @@ class Trainer:
             )
         t = cfg.train
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1.0, betas=t.adam_betas, eps=t.adam_eps,
+            self.model.parameters(),
+            lr=1.0,
+            betas=t.adam_betas,
+            eps=t.adam_eps,
             weight_decay=t.weight_decay,
         )
         self.use_amp = t.amp and self.device.type == "cuda"
@@ -211,7 +216,13 @@ class Trainer:
         self.scaler.load_state_dict(ts["scaler"])
         self.pos = Position(**ts["position"])
         set_rng_state(ts["rng"])
-        log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.pos.step, self.pos.epoch, self.pos.batch_in_epoch)
+        log.info(
+            "resumed from %s at step %d (epoch %d, batch %d)",
+            path,
+            self.pos.step,
+            self.pos.epoch,
+            self.pos.batch_in_epoch,
+        )
 
     def save(self, best: bool = False) -> None:
         if not self.is_main:
@@ -256,8 +267,12 @@ class Trainer:
         started = time.monotonic() - self.pos.elapsed
         window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
         bar = tqdm(
-            total=t.max_steps, initial=self.pos.step, disable=not self.is_main, unit="step",
-            mininterval=10, dynamic_ncols=True,
+            total=t.max_steps,
+            initial=self.pos.step,
+            disable=not self.is_main,
+            unit="step",
+            mininterval=10,
+            dynamic_ncols=True,
         )
         while self.pos.step < t.max_steps and not self.stop_requested:
             if t.max_minutes and time.monotonic() - started > t.max_minutes * 60:
@@ -296,7 +311,11 @@ class Trainer:
                 rate = window_tokens / max(1e-9, time.monotonic() - window_start)
                 log.info(
                     "step %d  epoch %d  nll %.3f  lr %.2e  %.0f tgt tok/s  %.1f min",
-                    self.pos.step, self.pos.epoch, window_loss / window_tokens, lr, rate * self.world,
+                    self.pos.step,
+                    self.pos.epoch,
+                    window_loss / window_tokens,
+                    lr,
+                    rate * self.world,
                     self.pos.elapsed / 60,
                 )
                 bar.set_postfix(nll=f"{window_loss / window_tokens:.3f}", tok_s=f"{rate:.0f}")
@@ -319,7 +338,11 @@ class Trainer:
         record.update(scores, minutes=self.pos.elapsed / 60)
         log.info(
             "eval step %d: dev nll %.3f ppl %.2f BLEU %.2f chrF %.2f",
-            self.pos.step, scores["dev_loss"], scores["dev_ppl"], scores["dev_bleu"], scores["dev_chrf"],
+            self.pos.step,
+            scores["dev_loss"],
+            scores["dev_ppl"],
+            scores["dev_bleu"],
+            scores["dev_chrf"],
         )
         with (self.run_dir / "evals.jsonl").open("a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")

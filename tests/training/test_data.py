@@ -14,7 +14,7 @@ def test_tsv_with_wrong_column_count_names_file_and_line(tmp_path: Path) -> None
 
 def test_undecodable_bytes_name_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "latin1.tsv"
-    path.write_bytes("ok\tgut\n".encode() + "caf\xe9\tCaf\xe9\n".encode("latin-1"))
+    path.write_bytes(b"ok\tgut\n" + "caf\xe9\tCaf\xe9\n".encode("latin-1"))
     with pytest.raises(DataError, match=r"latin1.tsv:2: not valid UTF-8"):
         read_tsv(path)
 
@@ -51,10 +51,7 @@ def test_prepare_keeps_dev_and_test_sources_out_of_train(tmp_path: Path) -> None
     (tmp_path / "all.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     summary = prepare(tmp_path / "out", tmp_path / "all.tsv", dev_size=50, test_size=50)
     train = read_tsv(tmp_path / "out" / "train.tsv")
-    held = {
-        s
-        for s, _ in read_tsv(tmp_path / "out" / "dev.tsv") + read_tsv(tmp_path / "out" / "test.tsv")
-    }
+    held = {s for s, _ in read_tsv(tmp_path / "out" / "dev.tsv") + read_tsv(tmp_path / "out" / "test.tsv")}
     assert train and not held & {s for s, _ in train}
     assert summary["train"] == len(train)
 

@@ -28,9 +28,7 @@ def _random_model(vocab: int = 6) -> Transformer:
     return model
 
 
-def _exhaustive(
-    model: Transformer, source: list[int], max_len: int, lp: float
-) -> list[tuple[float, list[int]]]:
+def _exhaustive(model: Transformer, source: list[int], max_len: int, lp: float) -> list[tuple[float, list[int]]]:
     """Score every possible output: sequences ending in EOS, or max_len tokens without it."""
     cfg = model.config
     src = torch.tensor([source + [cfg.eos_id]])
@@ -46,9 +44,7 @@ def _exhaustive(
                 tgt_in = torch.tensor([[cfg.bos_id] + seq[:-1]])
                 logp = model.decode(tgt_in, memory, src)[0].detach()
                 logp = logp.masked_fill(
-                    torch.isin(
-                        torch.arange(cfg.vocab_size), torch.tensor([cfg.pad_id, cfg.bos_id])
-                    ),
+                    torch.isin(torch.arange(cfg.vocab_size), torch.tensor([cfg.pad_id, cfg.bos_id])),
                     float("-inf"),
                 ).log_softmax(-1)[0]
                 score = sum(float(logp[i, t]) for i, t in enumerate(seq))
@@ -62,9 +58,7 @@ def test_wide_beam_equals_exhaustive_search(lp: float) -> None:
     model = _random_model()
     source, max_len = [4, 5, 4], 3
     truth = _exhaustive(model, source, max_len, lp)
-    outs = beam_search(
-        model, source, beam_size=len(truth), max_len=max_len, length_penalty=lp, n_best=5
-    )
+    outs = beam_search(model, source, beam_size=len(truth), max_len=max_len, length_penalty=lp, n_best=5)
     assert [o.tokens for o in outs] == [seq for _, seq in truth[:5]]
     for out, (score, _) in zip(outs, truth, strict=False):
         assert out.score == pytest.approx(score, abs=1e-4)
@@ -82,10 +76,7 @@ def test_beam_one_is_greedy_on_the_trained_model(
 ) -> None:
     model, _, files = checkpoint.load_model(tiny_checkpoint)
     tok = checkpoint.load_tokenizer(files, tmp_path)
-    sources = [
-        tok.encode_source(line.split("\t")[0])
-        for line in synthetic_corpus[1].read_text().splitlines()[:12]
-    ]
+    sources = [tok.encode_source(line.split("\t")[0]) for line in synthetic_corpus[1].read_text().splitlines()[:12]]
     lens = [2 * len(s) + 10 for s in sources]
     batched = greedy(model, sources, lens)
     for src, max_len, g in zip(sources, lens, batched, strict=True):

@@ -55,9 +55,7 @@ def test_kill_and_resume_reproduces_the_uninterrupted_run(
 ) -> None:
     steps = 60
     whole, broken = tmp_path / "whole", tmp_path / "broken"
-    subprocess.run(
-        _train_cmd(whole, synthetic_corpus, tiny_vocab, steps), check=True, capture_output=True
-    )
+    subprocess.run(_train_cmd(whole, synthetic_corpus, tiny_vocab, steps), check=True, capture_output=True)
 
     proc = subprocess.Popen(
         _train_cmd(broken, synthetic_corpus, tiny_vocab, steps),
@@ -72,9 +70,7 @@ def test_kill_and_resume_reproduces_the_uninterrupted_run(
     proc.wait()
     interrupted_at = checkpoint.load(broken / "last.pt")["train_state"]["position"]["step"]
     assert interrupted_at < steps
-    subprocess.run(
-        _train_cmd(broken, synthetic_corpus, tiny_vocab, steps), check=True, capture_output=True
-    )
+    subprocess.run(_train_cmd(broken, synthetic_corpus, tiny_vocab, steps), check=True, capture_output=True)
 
     assert _losses(broken) == _losses(whole)
     a = checkpoint.load(whole / "last.pt")["model"]

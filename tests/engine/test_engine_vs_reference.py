@@ -1,0 +1,152 @@
+"""The ONNX engine decodes exactly like training/decode.py's PyTorch reference, whatever the batching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from service.engine import Engine
+from service.translation import DecodeOptions, Translation
+from tests.synthetic import make_pairs
+from training.checkpoint import load_model
+from training.decode import Output, attention_map, beam_search, greedy, strip_eos
+from training.model import Transformer
+
+# Mixed lengths, plus inputs off the training distribution so that the model is unsure and ties and
+# early EOS proposals actually happen.
+PAIRS = make_pairs(9, seed=11, min_len=1, max_len=7)
+TEXTS = [s for s, _ in PAIRS] + [
+    "red",
+    "hello world, this is new",
+    "gold gold gold gold gold gold gold gold gold",
+]
+BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_bundle: Path) -> Engine:
+    return Engine.load(tiny_bundle, provider="cpu", threads=1)
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint: Path) -> Transformer:
+    torch.set_num_threads(1)
+    return load_model(tiny_checkpoint)[0]
+
+
+@pytest.fixture(scope="module")
+def sources(engine: Engine) -> list[list[int]]:
+    return [engine.tokenize(t) for t in TEXTS]
+
+
+def _max_len(options: DecodeOptions, source: list[int], model: Transformer) -> int:
+    return options.max_steps(len(source), model.config.max_positions)
+
+
+def _in_batches(engine: Engine, sources: list[list[int]], options: DecodeOptions, size: int) -> list[Translation]:
+    out: list[Translation] = []
+    for start in range(0, len(sources), size):
+        out += engine.translate_ids(sources[start : start + size], options)
+    return out
+
+
+def _assert_same(got: Translation, expected: list[Output], eos_id: int) -> None:
+    assert len(got.hypotheses) == len(expected)
+    for hyp, ref in zip(got.hypotheses, expected, strict=True):
+        assert hyp.token_ids == strip_eos(ref.tokens, eos_id)
+        assert hyp.score == pytest.approx(ref.score, abs=1e-4)
+        np.testing.assert_allclose(hyp.token_logprobs, ref.token_logprobs, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def reference_greedy(model: Transformer, sources: list[list[int]]) -> list[Output]:
+    options = DecodeOptions(beam_size=1)
+    return greedy(model, sources, [_max_len(options, s, model) for s in sources])
+
+
+@pytest.fixture(scope="module")
+def reference_beam(model: Transformer, sources: list[list[int]]) -> list[list[Output]]:
+    return [
+        beam_search(model, s, BEAM.beam_size, _max_len(BEAM, s, model), BEAM.length_penalty, BEAM.n_best)
+        for s in sources
+    ]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8])
+def test_greedy_equals_reference(
+    engine: Engine, sources: list[list[int]], reference_greedy: list[Output], batch_size: int
+) -> None:
+    got = _in_batches(engine, sources, DecodeOptions(beam_size=1), batch_size)
+    for translation, ref in zip(got, reference_greedy, strict=True):
+        _assert_same(translation, [ref], engine.eos_id)
+    # On sentences like its training data (2-6 words) the tiny model mostly gets the reversal right.
+    seen = [(t, p) for t, p in zip(got, PAIRS, strict=False) if 2 <= len(p[0].split()) <= 6]
+    correct = sum(t.best.text == target for t, (_, target) in seen)
+    assert seen and correct >= len(seen) / 2, "the tiny model should have learned its task"
+    distinct = {tuple(t.best.token_ids) for t in got}
+    assert len(distinct) > len(got) // 2, "the tiny model should emit real, varied sequences"
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8])
+def test_beam_equals_reference(
+    engine: Engine, sources: list[list[int]], reference_beam: list[list[Output]], batch_size: int
+) -> None:
+    got = _in_batches(engine, sources, BEAM, batch_size)
+    for translation, ref in zip(got, reference_beam, strict=True):
+        _assert_same(translation, ref, engine.eos_id)
+
+
+def test_batching_does_not_change_results(engine: Engine, sources: list[list[int]]) -> None:
+    one = _in_batches(engine, sources, BEAM, 1)
+    mixed = engine.translate_ids(sources[::-1], BEAM)[::-1]
+    for a, b in zip(one, mixed, strict=True):
+        assert [h.token_ids for h in a.hypotheses] == [h.token_ids for h in b.hypotheses]
+        np.testing.assert_allclose([h.score for h in a.hypotheses], [h.score for h in b.hypotheses], atol=1e-5)
+
+
+def test_max_length_finishes_hypotheses_like_the_reference(
+    engine: Engine, model: Transformer, sources: list[list[int]]
+) -> None:
+    options = DecodeOptions(beam_size=3, n_best=3, max_length=3)
+    got = engine.translate_ids(sources[:6], options)
+    for translation, source in zip(got, sources[:6], strict=True):
+        ref = beam_search(model, source, 3, 3, options.length_penalty, 3)
+        _assert_same(translation, ref, engine.eos_id)
+        assert all(len(h.token_logprobs) <= 3 for h in translation.hypotheses)
+
+
+def test_n_best_is_sorted_and_distinct(engine: Engine, sources: list[list[int]]) -> None:
+    for translation in engine.translate_ids(sources, DecodeOptions(beam_size=5, n_best=5)):
+        scores = [h.score for h in translation.hypotheses]
+        assert 1 <= len(scores) <= 5 and scores == sorted(scores, reverse=True)
+        assert len({tuple(h.token_ids) for h in translation.hypotheses}) == len(scores)
+        for h in translation.hypotheses:  # score = sum(log p) / len ** 1.0, EOS counted
+            assert h.score == pytest.approx(sum(h.token_logprobs) / len(h.token_logprobs), abs=1e-6)
+
+
+def test_attention_rows_sum_to_one_and_match_the_reference(
+    engine: Engine, model: Transformer, sources: list[list[int]]
+) -> None:
+    options = DecodeOptions(beam_size=2, n_best=2, return_attention=True)
+    got = engine.translate(TEXTS[:5], options)
+    for text, translation, source in zip(TEXTS, got, sources[:5], strict=False):
+        assert len(translation.source_pieces) == len(source)
+        for hyp in translation.hypotheses:
+            assert hyp.attention is not None
+            assert hyp.attention.shape == (len(hyp.token_ids), len(source))
+            np.testing.assert_allclose(hyp.attention.sum(axis=1), 1.0, atol=1e-5)
+            assert (hyp.attention >= 0).all()
+            full = attention_map(model, source, hyp.token_ids + [engine.eos_id]).numpy()
+            expected = full[: len(hyp.token_ids), : len(source)]
+            expected = expected / expected.sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(hyp.attention, expected, atol=1e-5)
+        alignment = translation.alignment
+        assert alignment is not None
+        assert alignment.source_words == text.split()
+        assert alignment.target_words == translation.best.text.split()
+        assert len(alignment.weights) == len(alignment.target_words) == len(alignment.links)
+        assert all(len(row) == len(alignment.source_words) for row in alignment.weights)
+        assert all(0 <= link[0] < len(alignment.source_words) for link in alignment.links)
