@@ -12,7 +12,7 @@ import pytest
 
 from tests.synthetic import write_corpus
 
-TINY_STEPS = 800
+TINY_STEPS = 1000
 
 
 @pytest.fixture(scope="session")

@@ -294,7 +294,7 @@ class Trainer:
                     logits = self.model(src, tgt_in)
                 loss, nll = label_smoothed_nll(logits, tgt_out, t.label_smoothing, cfg.model.pad_id)
                 self.scaler.scale(loss / n_tokens).backward()
-                step_loss += float(nll)
+                step_loss += float(nll.detach())
             step_tokens = n_tokens
             self.scaler.unscale_(self.optimizer)
             if t.clip_norm > 0:

