@@ -68,6 +68,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_bundle(args: argparse.Namespace) -> int:
+    from training.evaluate import evaluate_bundle
+
+    results = evaluate_bundle(args.bundle, args.tests, args.beam, threads=args.threads, hypotheses_dir=args.hypotheses)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m training",
@@ -147,6 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     p.set_defaults(func=_evaluate)
+
+    p = sub.add_parser(
+        "evaluate-bundle",
+        help="score an exported bundle through the service's ONNX engine",
+        description="Translate each test TSV with the same engine the server uses and print "
+        "BLEU and chrF (sacrebleu) per file.",
+    )
+    p.add_argument("bundle")
+    p.add_argument("tests", nargs="+", help="TSV test files")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--hypotheses", help="directory for the translations, one .hyp file per test file")
+    p.add_argument("--json", help="also write the scores to this JSON file")
+    p.set_defaults(func=_evaluate_bundle)
 
     for name in PLUGINS:
         try:

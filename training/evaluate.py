@@ -52,3 +52,39 @@ def evaluate(
         "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
         "sentences": float(len(pairs)),
     }
+
+
+def evaluate_bundle(
+    bundle: str | Path,
+    test_files: list[str | Path],
+    beam_size: int = 4,
+    batch_size: int = 32,
+    threads: int = 0,
+    hypotheses_dir: str | Path | None = None,
+) -> dict[str, dict[str, float]]:
+    """Score an exported bundle through the service's own engine, one result per test file."""
+    import sacrebleu
+
+    from service.engine import Engine
+    from service.translation import DecodeOptions
+
+    engine = Engine.load(bundle, threads=threads)
+    options = DecodeOptions(beam_size=beam_size)
+    results: dict[str, dict[str, float]] = {}
+    for test_file in test_files:
+        pairs = read_pairs(test_file)
+        hyps: list[str] = []
+        for start in tqdm(range(0, len(pairs), batch_size), desc=Path(test_file).name, unit="batch"):
+            batch = [s for s, _ in pairs[start : start + batch_size]]
+            hyps += [t.best.text for t in engine.translate(batch, options)]
+        refs = [t for _, t in pairs]
+        if hypotheses_dir:
+            out = Path(hypotheses_dir) / (Path(test_file).stem + ".hyp")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        results[Path(test_file).name] = {
+            "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+            "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2),
+            "sentences": len(pairs),
+        }
+    return results
