@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import RedirectResponse
+from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from service.batcher import Batcher, BatchLimits
@@ -107,8 +107,14 @@ def create_app(
     # added last, so outermost: it sees every response, CORS preflights and 500s included
     app.add_middleware(RequestContext, metrics=metrics, max_body_bytes=settings.max_body_bytes)
 
-    if STATIC_DIR.is_dir():
-        app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
+    # The page lives under /static so that the API's own routes keep their 405s and JSON 404s.
+    index = STATIC_DIR / "index.html"
+    if index.is_file():
+        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+        @app.get("/", include_in_schema=False)
+        async def page() -> FileResponse:
+            return FileResponse(index)
     else:
 
         @app.get("/", include_in_schema=False)

@@ -328,6 +328,8 @@
     section.append(alignmentView(sentence, attention, sourceWords, targetWords, table));
     section.append(el("div", { class: "heatmap-scroll", tabindex: 0, role: "region",
       "aria-label": `Attention heatmap, sentence ${index + 1}` }, [table]));
+    section.append(el("p", { class: "hint heatmap-note", "aria-hidden": "true",
+      text: `${table.dataset.rows} target pieces × ${table.dataset.cols} source pieces` }));
     return section;
   }
 
@@ -408,7 +410,8 @@
       "data-rows": rows,
       "data-cols": cols,
     });
-    table.append(el("caption", { text: `Attention: ${rows} target pieces (rows) × ${cols} source pieces (columns)` }));
+    table.append(el("caption", { class: "visually-hidden",
+      text: `Attention of sentence ${index + 1}: ${rows} target pieces (rows) × ${cols} source pieces (columns)` }));
     const headRow = el("tr", {}, [el("th", { scope: "col", class: "corner", text: "target ↓ source →" })]);
     attention.source_tokens.forEach((piece, s) => {
       headRow.append(el("th", { scope: "col", class: "source-piece", "data-col": s, title: piece },

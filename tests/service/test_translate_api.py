@@ -111,9 +111,12 @@ def test_openapi_documents_the_contract(shared_server: ThreadServer) -> None:
     assert shared_server.client.get("/docs").status_code == 200
 
 
-def test_root_redirects_to_the_docs_without_a_web_page(shared_server: ThreadServer) -> None:
+def test_root_serves_the_web_page_and_its_assets(shared_server: ThreadServer) -> None:
     r = shared_server.client.get("/", follow_redirects=False)
-    assert r.status_code == 307 and r.headers["location"] == "/docs"
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    for asset in ("static/app.js", "static/style.css"):
+        assert asset in r.text
+        assert shared_server.client.get("/" + asset).status_code == 200
 
 
 def test_request_id_is_echoed_and_in_the_access_log(

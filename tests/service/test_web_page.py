@@ -1,0 +1,251 @@
+"""End to end: the web page at ``/`` in headless Chromium against ``python -m service`` on the tiny bundle.
+
+Drives Debian's ``chromium`` through its ``chromedriver`` with Selenium (no browser download: the driver's
+path is given, so Selenium Manager is never asked). Skips, saying why, only when no browser or driver binary
+is installed; ``.ci/run`` installs both. Screenshots go to ``artifacts/`` under the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service as ChromeService
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.service.servers import ROOT, ProcessServer, process_server, wait_until
+
+MAX_CHARS = 200
+SENTENCE = "red blue green"
+TWO_SENTENCES = "white black navy. gold pink"
+ARTIFACTS = ROOT / "artifacts"
+WAIT_S = 60
+
+
+def _first_executable(*candidates: str) -> str | None:
+    for candidate in candidates:
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+CHROMIUM = _first_executable("chromium", "chromium-browser", "/usr/bin/chromium")
+CHROMEDRIVER = _first_executable("chromedriver", "/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason=f"headless browser test needs Debian's chromium and chromium-driver (apt-get install chromium "
+        f"chromium-driver; .ci/run installs them): chromium={CHROMIUM}, chromedriver={CHROMEDRIVER}",
+    ),
+]
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,1000",
+]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessServer]:
+    log = tmp_path_factory.mktemp("web") / "server.log"
+    args = ["--bundle", str(tiny_bundle), "--provider", "cpu", "--max-wait-ms", "5"]
+    env = {"MT_MAX_CHARS": str(MAX_CHARS), "MT_THREADS": "1"}
+    with process_server(args, log, fake=False, env=env) as running:
+        wait_until(lambda: running.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    assert CHROMIUM is not None and CHROMEDRIVER is not None
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "true")  # belt and braces: the driver path given, Selenium Manager is not run
+        driver = webdriver.Chrome(options=options, service=ChromeService(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def open_page(browser: WebDriver, server: ProcessServer) -> None:
+    browser.get(server.url + "/")
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: d.find_element(By.ID, "model-name").get_attribute("data-state") == "ready",
+        "the page never showed the model as ready",
+    )
+    browser.get_log("browser")  # start each test with an empty console log
+
+
+def set_field(browser: WebDriver, element_id: str, value: str) -> None:
+    field = browser.find_element(By.ID, element_id)
+    field.clear()
+    field.send_keys(value)
+
+
+def submit(browser: WebDriver) -> None:
+    browser.find_element(By.ID, "translate-button").click()
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: (
+            d.find_element(By.ID, "translate-button").is_enabled()
+            and (d.find_element(By.ID, "result").is_displayed() or d.find_element(By.ID, "error").is_displayed())
+        ),
+        "neither a translation nor an error appeared",
+    )
+
+
+def screenshot(browser: WebDriver, tmp_path: Path, name: str) -> Path:
+    """A full-page screenshot in tmp_path, copied to artifacts/ (gitignored)."""
+    height = int(
+        browser.execute_script(
+            "window.scrollTo(0, 0);"
+            "return document.documentElement.scrollHeight + window.outerHeight - window.innerHeight;"
+        )
+    )
+    browser.set_window_size(1280, max(1000, min(height, 8000)))
+    shot = tmp_path / name
+    assert browser.save_screenshot(str(shot)), "chromium took no screenshot"
+    assert shot.stat().st_size > 10_000
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copyfile(shot, ARTIFACTS / name)
+    browser.set_window_size(1280, 1000)
+    return ARTIFACTS / name
+
+
+def severe_console_messages(browser: WebDriver) -> list[str]:
+    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+HEATMAPS_JS = """
+return [...document.querySelectorAll('#attention-views table.heatmap')].map((table) => ({
+  rows: table.tBodies[0].rows.length,
+  cellsPerRow: [...table.tBodies[0].rows].map((tr) => tr.querySelectorAll('td.cell').length),
+  dataRows: Number(table.dataset.rows),
+  dataCols: Number(table.dataset.cols),
+  sourceLabels: [...table.tHead.querySelectorAll('th.source-piece')].map((th) => th.textContent),
+  targetLabels: [...table.tBodies[0].querySelectorAll('th.target-piece')].map((th) => th.textContent),
+}));
+"""
+
+
+def test_page_translates_and_shows_heatmaps_alignment_and_alternatives(
+    browser: WebDriver, server: ProcessServer, tmp_path: Path
+) -> None:
+    open_page(browser, server)
+    model = server.client.get("/model").json()
+    assert f"{model['name']} {model['version']}" in browser.find_element(By.ID, "model-name").text
+
+    set_field(browser, "source", TWO_SENTENCES)
+    set_field(browser, "beam-size", "4")
+    set_field(browser, "n-best", "2")
+    submit(browser)
+    assert not browser.find_element(By.ID, "error").is_displayed(), browser.find_element(By.ID, "error").text
+
+    request: dict[str, Any] = {
+        "text": TWO_SENTENCES,
+        "beam_size": 4,
+        "n_best": 2,
+        "return_attention": True,
+        "return_scores": True,
+        "split_sentences": True,
+    }
+    r = server.client.post("/translate", json=request)
+    assert r.status_code == 200, r.text
+    expected = r.json()["translations"][0]
+
+    assert browser.find_element(By.ID, "translation").text == expected["text"].strip()
+    assert re.fullmatch(r"\d+ ms", browser.find_element(By.ID, "timing").text)
+    assert browser.find_element(By.ID, "result-model").text == f"{model['name']} {model['version']}"
+
+    alternatives = browser.find_elements(By.CSS_SELECTOR, "#alternatives li.alternative:not(.none)")
+    assert alternatives[0].find_element(By.CLASS_NAME, "alt-text").text == expected["text"].strip()
+    assert len(alternatives) == 1 + len(expected.get("alternatives", []))
+    for item in alternatives:
+        float(item.find_element(By.CLASS_NAME, "alt-score").text)  # a number is shown with each
+
+    sentences = expected["sentences"]
+    assert len(sentences) == 2, "the test text should split into two sentences"
+    heatmaps = browser.execute_script(HEATMAPS_JS)
+    assert len(heatmaps) == len(sentences), "one heatmap per sentence"
+    for shown, sentence in zip(heatmaps, sentences, strict=True):
+        attention = sentence["attention"]
+        rows, cols = len(attention["target_tokens"]), len(attention["source_tokens"])
+        assert rows > 0 and cols > 0
+        assert (shown["rows"], shown["dataRows"], shown["dataCols"]) == (rows, rows, cols)
+        assert shown["cellsPerRow"] == [cols] * rows
+        assert shown["sourceLabels"] == attention["source_tokens"]
+        assert shown["targetLabels"] == attention["target_tokens"]
+
+    # hovering the first target word highlights the source words the server aligned it to
+    first = sentences[0]
+    linked = sorted({link["source"] for link in first["alignment"] if link["target"] == 0})
+    view = browser.find_element(By.CSS_SELECTOR, '.sentence-view[data-sentence="0"]')
+    target_word = view.find_element(By.CSS_SELECTOR, '.target-word[data-word="0"]')
+    ActionChains(browser).move_to_element(target_word).perform()
+    WebDriverWait(browser, 10).until(lambda d: "active" in (target_word.get_attribute("class") or ""))
+    highlighted = [int(w.get_attribute("data-word") or -1) for w in view.find_elements(By.CSS_SELECTOR, ".linked")]
+    assert sorted(highlighted) == linked
+    ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    WebDriverWait(browser, 10).until(lambda d: not view.find_elements(By.CSS_SELECTOR, ".linked"))
+
+    # the keyboard does the same: focus shows the links (and stays for the screenshot)
+    browser.execute_script("window.scrollTo(0, 0); arguments[0].focus({preventScroll: true});", target_word)
+    focused = [int(w.get_attribute("data-word") or -1) for w in view.find_elements(By.CSS_SELECTOR, ".linked")]
+    assert sorted(focused) == linked
+
+    assert severe_console_messages(browser) == []
+    path = screenshot(browser, tmp_path, "web-page.png")
+    print(f"screenshot: {path}")
+
+
+def test_page_shows_readable_errors(browser: WebDriver, server: ProcessServer, tmp_path: Path) -> None:
+    open_page(browser, server)
+    error = browser.find_element(By.ID, "error")
+
+    set_field(browser, "source", "red " * (MAX_CHARS // 4 + 1))
+    submit(browser)
+    assert error.is_displayed()
+    assert error.get_attribute("data-code") == "too_large"
+    assert error.get_attribute("data-status") == "413"
+    assert "too long" in browser.find_element(By.ID, "error-title").text
+    assert f"the limit is {MAX_CHARS}" in browser.find_element(By.ID, "error-message").text
+    screenshot(browser, tmp_path, "web-page-error.png")
+
+    set_field(browser, "source", SENTENCE)
+    set_field(browser, "beam-size", "1")
+    set_field(browser, "n-best", "3")
+    submit(browser)
+    assert error.is_displayed()
+    assert error.get_attribute("data-code") == "validation"
+    assert "n_best" in browser.find_element(By.ID, "error-message").text
+
+    set_field(browser, "n-best", "1")
+    submit(browser)  # a good request afterwards clears the error
+    assert not error.is_displayed()
+    expected = server.client.post("/translate", json={"text": SENTENCE, "beam_size": 1}).json()
+    assert browser.find_element(By.ID, "translation").text == expected["translations"][0]["text"]
