@@ -51,9 +51,10 @@ class QueueFull(Exception):
 class TooManySentences(Exception):
     """One request alone has more sentences than the queue may hold: it can never be served."""
 
-    def __init__(self, sentences: int, limit: int):
+    def __init__(self, sentences: int, limit: int, at_least: bool = False):
+        count = f"at least {sentences}" if at_least else str(sentences)
         super().__init__(
-            f"the request has {sentences} sentences but the queue holds at most {limit} "
+            f"the request has {count} sentences but the queue holds at most {limit} "
             "(MT_MAX_QUEUE); send fewer or shorter texts per request"
         )
 
@@ -137,6 +138,13 @@ class Batcher:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._schedule(), name="mt-batcher")
+
+    def check_room(self, sentences: int) -> None:
+        """QueueFull now if ``sentences`` more cannot be queued: lets a request be refused before the
+        costly sentence splitting and tokenization (``translate`` checks again with the real count)."""
+        limit = self.limits.max_queue
+        if 0 < sentences <= limit and self._depth + sentences > limit:
+            raise QueueFull(self._depth, sentences, limit, self._retry_after())
 
     async def translate(
         self,

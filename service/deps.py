@@ -26,9 +26,13 @@ class ServiceState:
     slot: ModelSlot
 
     def model(self) -> LoadedModel:
-        """The model serving new requests, or 503 while none is ready."""
+        """The model serving new requests, or 503 while none is ready.
+
+        While the server drains (SIGTERM) a request it has already received is still served: only
+        /readyz turns 503, and the listening socket is closed, so no new ones arrive.
+        """
         model = self.slot.current
-        if model is None or self.slot.draining:
+        if model is None:
             if self.slot.draining:
                 raise ApiError(503, "shutting_down", "the server is shutting down", {"Retry-After": "1"})
             reason = f"loading failed: {self.slot.error}" if self.slot.error else "the model is still loading"
@@ -36,7 +40,9 @@ class ServiceState:
         return model
 
 
-def get_service(request: Request) -> ServiceState:
+# The dependencies are ``async def`` although they never await: FastAPI runs a plain ``def`` one in a
+# worker thread, and under load each such hop waits for the GIL behind the inference thread.
+async def get_service(request: Request) -> ServiceState:
     service: ServiceState = request.app.state.service
     return service
 
@@ -47,7 +53,7 @@ _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="
 _bearer = HTTPBearer(auto_error=False, description="The admin token (MT_ADMIN_TOKEN).")
 
 
-def check_api_key(service: Service, key: Annotated[str | None, Depends(_api_key_header)]) -> None:
+async def check_api_key(service: Service, key: Annotated[str | None, Depends(_api_key_header)]) -> None:
     expected = service.settings.api_key
     if expected is None:
         return
@@ -57,7 +63,7 @@ def check_api_key(service: Service, key: Annotated[str | None, Depends(_api_key_
         raise ApiError(403, "forbidden", "wrong API key (X-API-Key)")
 
 
-def check_admin_token(
+async def check_admin_token(
     service: Service, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
     expected = service.settings.admin_token

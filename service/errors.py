@@ -130,6 +130,14 @@ def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
 
     async def on_http(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, HTTPException)
+        if err.status_code == 400 and err.__cause__ is not None:
+            # FastAPI could not parse the body (not UTF-8, nested too deeply): malformed JSON, like
+            # any other, so the same 422 with a message that says what is wrong
+            cause = err.__cause__
+            message = f"the body is not valid JSON ({type(cause).__name__}: {cause}); send a UTF-8 JSON object"
+            count(request, "validation")
+            details = [{"loc": ["body"], "msg": message, "type": "json_invalid"}]
+            return error_response(request_id(request), 422, "validation", message, details=details)
         code = _HTTP_CODES.get(err.status_code, f"http_{err.status_code}")
         count(request, code)
         headers = dict(err.headers) if err.headers else None

@@ -16,6 +16,7 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,  # the schema's types, no coercion: "beam_size": "4" or "split_sentences": 0 get 422
         json_schema_extra={
             "examples": [
                 {"text": "Hello world. How are you?"},
@@ -73,9 +74,11 @@ class TranslateRequest(BaseModel):
 
     @field_validator("text")
     @classmethod
-    def _not_empty_list(cls, value: str | list[str]) -> str | list[str]:
+    def _texts_not_empty_and_valid_unicode(cls, value: str | list[str]) -> str | list[str]:
         if isinstance(value, list) and not value:
             raise ValueError("text is an empty list; send at least one text")
+        for i, text in enumerate([value] if isinstance(value, str) else value):
+            _check_unicode(text, "text" if isinstance(value, str) else f"text[{i}]")
         return value
 
     @model_validator(mode="after")
@@ -98,6 +101,17 @@ class TranslateRequest(BaseModel):
             n_best=self.n_best,
             return_attention=self.return_attention,
         )
+
+
+def _check_unicode(text: str, where: str) -> None:
+    """JSON escapes can carry half a surrogate pair ("\\ud800"), which is no character: refuse it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{where} holds an unpaired surrogate {text[err.start]!a} at character {err.start}; "
+            "send valid Unicode (a \\uD800-\\uDFFF escape must be half of a pair)"
+        ) from None
 
 
 class Alternative(BaseModel):
@@ -265,7 +279,7 @@ class ModelInfo(BaseModel):
 
 
 class ReloadRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     bundle: str | None = Field(None, description="Bundle directory to load; default: the configured one.")
 

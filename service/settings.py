@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")
     max_chars: int = Field(10_000, ge=1, description="Most characters in one text (413 beyond).")
     max_body_bytes: int = Field(1_000_000, ge=1, description="Largest request body in bytes (413 beyond).")
+    max_attention_pieces: int = Field(
+        1024,
+        ge=1,
+        description="Most source pieces in one request with return_attention (its maps grow as source x "
+        "target pieces; 413 beyond).",
+    )
 
     api_key: SecretStr | None = Field(None, description="If set, /translate requires header X-API-Key with it.")
     admin_token: SecretStr | None = Field(

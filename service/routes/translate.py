@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from service.batcher import RequestTimeout
+from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service
 from service.errors import ApiError
 from service.loader import LoadedModel
@@ -27,7 +27,9 @@ def _error(description: str) -> dict[str, Any]:
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: _error("X-API-Key missing (when the server requires one)."),
     403: _error("Wrong X-API-Key."),
-    413: _error("Body, number of texts, characters of a text or sentences over the limit."),
+    413: _error(
+        "Body, number of texts, characters of a text, sentences, or source pieces with return_attention over the limit."
+    ),
     422: _error("Invalid request body; the message says which field and why."),
     500: _error("The engine failed on this request's sentences."),
     503: _error("Queue full, model not ready or shutting down; see Retry-After."),
@@ -53,9 +55,13 @@ async def translate(body: TranslateRequest, request: Request, service: Service, 
     _check_limits(texts, settings.max_texts, settings.max_chars)
     model = service.model()  # this request stays on this model, whatever reloads happen meanwhile
     fields["model"] = f"{model.name} {model.version}"
-    splits, ids = await asyncio.to_thread(_prepare, model, texts, body.split_sentences)
+    # a full queue refuses at once, before the sentence splitting and tokenization it would waste
+    service.batcher.check_room(sum(1 for t in texts if t.strip()))
+    splits, ids = await asyncio.to_thread(_prepare, model, texts, body.split_sentences, settings.max_queue)
     flat = [sentence for text_ids in ids for sentence in text_ids]
     fields.update(sentences=len(flat), input_tokens=sum(len(s) for s in flat))
+    if body.return_attention:
+        _check_attention(flat, model.engine.max_source_pieces, settings.max_attention_pieces)
     timeout = max(0.001, settings.request_timeout_s - (time.monotonic() - started))
     try:
         translations = await service.batcher.translate(model.engine, flat, body.options(), timeout)
@@ -64,6 +70,9 @@ async def translate(body: TranslateRequest, request: Request, service: Service, 
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention, n_best=body.n_best)
     payload, outputs = await asyncio.to_thread(_respond, model, splits, translations, wanted)
     fields["output_tokens"] = sum(len(t.best.token_ids) for t in translations if t.hypotheses)
+    truncated = sum(t.truncated_source for t in translations)
+    if truncated:
+        fields["truncated_sentences"] = truncated
     if settings.debug:
         fields.update(source=texts, translation=outputs)
     return Response(payload, media_type="application/json")
@@ -87,10 +96,34 @@ def _check_limits(texts: list[str], max_texts: int, max_chars: int) -> None:
             )
 
 
-def _prepare(model: LoadedModel, texts: list[str], split: bool) -> tuple[list[Split], list[list[list[int]]]]:
-    """Sentences of every text and their source ids (pysbd, sentencepiece: off the event loop)."""
+def _check_attention(sentences: list[list[int]], max_source_pieces: int, limit: int) -> None:
+    """Attention maps grow as source x target pieces: bound the source side of a request."""
+    pieces = sum(min(len(ids), max_source_pieces) for ids in sentences)
+    if pieces > limit:
+        raise ApiError(
+            413,
+            "too_large",
+            f"with return_attention a request may hold at most {limit} source pieces "
+            f"(MT_MAX_ATTENTION_PIECES); this one has {pieces}: send shorter texts or "
+            "return_attention=false",
+        )
+
+
+def _prepare(
+    model: LoadedModel, texts: list[str], split: bool, max_sentences: int
+) -> tuple[list[Split], list[list[list[int]]]]:
+    """Sentences of every text and their source ids (pysbd, sentencepiece: off the event loop).
+
+    Stops splitting as soon as the request has more sentences than the queue can ever hold.
+    """
     language = model.source_language
-    splits = [split_sentences(t, language) if split else whole_text(t) for t in texts]
+    splits: list[Split] = []
+    count = 0
+    for text in texts:
+        splits.append(split_sentences(text, language) if split else whole_text(text))
+        count += len(splits[-1].sentences)
+        if count > max_sentences:
+            raise TooManySentences(count, max_sentences, at_least=True)
     return splits, [[model.engine.tokenize(s) for s in sp.sentences] for sp in splits]
 
 

@@ -1,0 +1,252 @@
+"""Shared pieces of the load benchmarks (bench/overload.py, bench/soak.py) and their CI tests.
+
+A server under test is ``python -m service`` (or the fake-engine variant of the tests) started as a
+subprocess on 127.0.0.1 and a free port; the load comes from one asyncio httpx client. Everything
+here is bounded: every loop stops after a number of requests *and* a deadline, and every request has
+a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = ["red", "blue", "green", "black", "white", "gold", "pink", "gray", "cyan", "teal", "navy", "plum"]
+"""The tiny test model's vocabulary (tests/synthetic.py); plain English words for a real model too."""
+TINY_BUNDLE = ROOT / "cache" / "bench-tiny-bundle"
+
+
+def texts(n: int, seed: int = 1, min_words: int = 2, max_words: int = 6) -> list[str]:
+    """``n`` short sentences of WORDS (the tiny model reverses and capitalises them)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(min_words, max_words))) for _ in range(n)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0..100, nearest rank); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+@contextmanager
+def server_process(
+    bundle: Path,
+    log_path: Path,
+    *,
+    fake: bool = False,
+    flags: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    ready_timeout_s: float = 120.0,
+) -> Iterator[Server]:
+    """``python -m service --bundle BUNDLE`` on 127.0.0.1 (``fake``: the tests' fake engine), until ready."""
+    port = free_port()
+    module = "tests.service.fake_server" if fake else "service"
+    command = [sys.executable, "-m", module, "--bundle", str(bundle), "--host", "127.0.0.1", "--port", str(port)]
+    command += flags or []
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MT_")}
+    environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
+    server = Server(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        with httpx.Client(base_url=server.url, timeout=2) as client:
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"the server exited with {process.returncode}:\n{server.log()[-4000:]}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server was not ready within {ready_timeout_s:g} s")
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def process_stats(pid: int) -> dict[str, int]:
+    """Resident memory (KiB), threads and open file descriptors of a process, from /proc."""
+    stats: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            stats[key.lower() + "_kib"] = int(value.split()[0])
+        elif key == "Threads":
+            stats["threads"] = int(value)
+    stats["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return stats
+
+
+def metric(text: str, name: str) -> float | None:
+    """The value of an unlabelled sample ``name`` in Prometheus text format."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
+@dataclass
+class Scrape:
+    """What a scraper saw while the load ran: queue depths and /healthz answers."""
+
+    depths: list[float] = field(default_factory=list)
+    health_status: list[int] = field(default_factory=list)
+    health_latency_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Transport errors of the probes (their status is recorded as 0)."""
+
+
+async def scrape(
+    client: httpx.AsyncClient, stop: asyncio.Event, interval_s: float = 0.05, limit: int = 20_000
+) -> Scrape:
+    """Poll /metrics (queue depth) and /healthz until ``stop`` is set (or ``limit`` polls)."""
+    seen = Scrape()
+    for _ in range(limit):
+        if stop.is_set():
+            break
+        try:
+            r = await client.get("/metrics")
+            depth = metric(r.text, "mt_queue_depth_sentences")
+            if depth is not None:
+                seen.depths.append(depth)
+            started = time.perf_counter()
+            h = await client.get("/healthz")
+            seen.health_latency_s.append(time.perf_counter() - started)
+            seen.health_status.append(h.status_code)
+        except httpx.HTTPError as err:
+            seen.health_status.append(0)
+            seen.errors.append(type(err).__name__)
+        try:
+            await asyncio.wait_for(stop.wait(), interval_s)
+        except TimeoutError:
+            pass
+    return seen
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run the client's coroutine on uvloop when installed (uvicorn[standard] brings it): a faster client."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+def access_log_latencies(log: str, path: str = "/translate") -> dict[int, list[float]]:
+    """Server-side latencies (seconds) by status, from the JSON access log lines of ``path``."""
+    out: dict[int, list[float]] = {}
+    for line in log.splitlines():
+        if '"service.access"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("path") == path:
+            out.setdefault(int(record["status"]), []).append(float(record["latency_ms"]) / 1000)
+    return out
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    load = os.getloadavg()
+    return {
+        "cpus": os.cpu_count(),
+        "load_average_1m_at_start": round(load[0], 2),
+        "python": sys.version.split()[0],
+        "nice": os.nice(0),
+    }
+
+
+def default_bundle() -> Path:
+    """models/en-de when it exists, else the tiny test bundle (built on first use, needs torch)."""
+    real = ROOT / "models" / "en-de"
+    if (real / "manifest.json").is_file():
+        return real
+    return ensure_tiny_bundle()
+
+
+def ensure_tiny_bundle(out: Path = TINY_BUNDLE) -> Path:
+    """The tests' tiny model (tests/conftest.py: reversal task, 1000 steps) exported to ``out``."""
+    if (out / "manifest.json").is_file():
+        return out
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import tempfile
+
+    from tests.conftest import tiny_config
+    from tests.synthetic import write_corpus
+    from training.export import export_bundle
+    from training.train import train
+    from training.vocab import train_vocab
+
+    print(f"building the tiny test bundle in {out} (about a minute) ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train_tsv, dev_tsv = write_corpus(work / "corpus")
+        train_vocab(train_tsv, work / "vocab", vocab_size=96)
+        train(tiny_config(train_tsv, dev_tsv, work / "vocab"), work / "run")
+        export_bundle(
+            work / "run" / "last.pt",
+            out,
+            name="tiny-reverse",
+            version="1",
+            source_language="en",
+            target_language="de",
+        )
+    return out
