@@ -1,0 +1,132 @@
+"""Short recipe sweep for the default model: train variants side by side for a fixed wall time, compare on dev.
+
+Every variant starts from recipes/en-de-small.toml and changes a few settings; runs go two at a time (one
+thread each) so a pair shares the machine equally, then each last checkpoint is scored on dev (loss on all of
+dev, greedy BLEU/chrF on the first sentences). Prints a markdown table and writes JSON + markdown.
+
+python bench/sweep.py --minutes 7 --out docs/sweep-en-de
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RECIPE = "recipes/en-de-small.toml"
+# name -> --set overrides on top of the recipe
+VARIANTS: dict[str, list[str]] = {
+    "post-ln lr0.8 w800": [],
+    "pre-ln lr0.8 w400": ["model.pre_norm=true", "train.warmup_steps=400"],
+    "post-ln lr0.8 w400": ["train.warmup_steps=400"],
+    "pre-ln lr1.2 w400": ["model.pre_norm=true", "train.lr=1.2", "train.warmup_steps=400"],
+    "pre-ln lr0.8 w400 16k": ["model.pre_norm=true", "train.warmup_steps=400", "data.vocab=runs/sweep/vocab16k"],
+}
+
+
+def slug(name: str) -> str:
+    return name.replace(" ", "_").replace(".", "")
+
+
+def launch(name: str, root: Path, minutes: float, threads: int) -> subprocess.Popen[bytes]:
+    run_dir = root / slug(name)
+    sets = [
+        f"train.max_minutes={minutes}",
+        f"train.threads={threads}",
+        "train.eval_every=100000000",
+        "train.save_every=100000000",
+        *VARIANTS[name],
+    ]
+    cmd = [sys.executable, "-m", "training", "train", str(run_dir), "--preset", "small", "--config", RECIPE]
+    for s in sets:
+        cmd += ["--set", s]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = open(run_dir / "sweep.log", "wb")  # noqa: SIM115 - closed when the process ends
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def score(run_dir: Path, sentences: int, threads: int) -> dict[str, float]:
+    import torch
+
+    from training.checkpoint import load_model
+    from training.train import Trainer, evaluate_dev
+
+    torch.set_num_threads(threads)
+    model, cfg, _ = load_model(run_dir / "last.pt")
+    cfg.data.dev_bleu_sentences = sentences
+    trainer = Trainer(cfg, run_dir)
+    trainer.load_data()
+    state = torch.load(run_dir / "last.pt", map_location="cpu", weights_only=False)["train_state"]["position"]
+    scores = evaluate_dev(model, cfg, trainer.dev, trainer.dev_refs, trainer.tokenizer, torch.device("cpu"))
+    scores["steps"] = state["step"]
+    scores["minutes"] = state["elapsed"] / 60
+    tail = [h["train_nll"] for h in state["history"][-50:]]
+    scores["train_nll_last50"] = sum(tail) / max(1, len(tail))
+    return scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=7.0, help="wall-time budget per variant")
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="threads per run")
+    parser.add_argument("--sentences", type=int, default=100, help="dev sentences decoded for BLEU/chrF")
+    parser.add_argument("--root", default="runs/sweep")
+    parser.add_argument("--only", nargs="*", help="variant names to run (default: all)")
+    parser.add_argument("--out", default="docs/sweep-en-de", help="writes OUT.json and OUT.md")
+    parser.add_argument("--score-one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.score_one:
+        print(json.dumps(score(Path(args.score_one), args.sentences, args.threads)))
+        return
+    root = Path(args.root)
+    names = args.only or list(VARIANTS)
+    for i in range(0, len(names), args.parallel):
+        group = names[i : i + args.parallel]
+        print(f"training {', '.join(group)} for {args.minutes} min ...", flush=True)
+        started = time.monotonic()
+        for p in [launch(n, root, args.minutes, args.threads) for n in group]:
+            if p.wait():
+                raise SystemExit(f"a sweep run failed: see {root}/*/sweep.log")
+        print(f"  done in {(time.monotonic() - started) / 60:.1f} min", flush=True)
+    results: dict[str, dict[str, float]] = {}
+    for i in range(0, len(names), args.parallel):
+        group = names[i : i + args.parallel]
+        procs = {
+            n: subprocess.Popen(
+                [sys.executable, __file__, "--score-one", str(root / slug(n)), "--threads", str(args.threads)]
+                + ["--sentences", str(args.sentences)],
+                stdout=subprocess.PIPE,
+            )
+            for n in group
+        }
+        for n, p in procs.items():
+            out, _ = p.communicate()
+            if p.returncode:
+                raise SystemExit(f"scoring {n} failed")
+            results[n] = json.loads(out.decode().strip().splitlines()[-1])
+    lines = [
+        f"Each variant trained {args.minutes:g} min wall time, {args.parallel} runs side by side, "
+        f"{args.threads} thread(s) each; dev loss on all of dev, greedy BLEU/chrF on the first {args.sentences}.",
+        "",
+        "| variant | steps | train nll (last 50) | dev loss | dev BLEU | dev chrF |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for n, r in results.items():
+        lines.append(
+            f"| {n} | {int(r['steps'])} | {r['train_nll_last50']:.3f} | {r['dev_loss']:.3f} "
+            f"| {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"minutes": args.minutes, "results": results}, indent=2) + "\n")
+    out.with_suffix(".md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
