@@ -8,7 +8,6 @@ shipped file, so a broken path or job in it fails here.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -18,18 +17,11 @@ import httpx
 import pytest
 import yaml
 
-from tests.service.servers import ROOT, ThreadServer
+from tests.service.servers import ROOT, ThreadServer, free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus") is None, reason="prometheus is not on PATH (Debian package 'prometheus'; CI installs it)"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def scrape_config(target: str) -> dict[str, Any]:
