@@ -1,0 +1,233 @@
+"""Load: a real server under increasing concurrency, with and without cross-request batching, vs the raw engine.
+
+    nice -n 0 python bench/load.py [--bundle models/en-de] [--input data/en-de/test.tsv] [--levels 1,4,16,32]
+                                   [--requests 96] [--beam 4] [--threads 2] [--out docs/bench-load]
+
+For each setting (batching on: the server's defaults; batching off: ``--max-batch-sentences 1``) the script
+starts ``python -m service`` on 127.0.0.1, then for each concurrency level runs a closed loop: that many
+asyncio httpx clients, each sending one test sentence per request and the next as soon as it is answered,
+until ``--requests`` requests are answered (or ``--deadline`` seconds pass). It reports throughput
+(sentences/s) and p50/p95/p99 latency per level, and the mean batch the server formed (from /metrics).
+
+The raw engine figure is the same sentences translated in-process by ``Engine.translate_ids`` in batches
+of that mean size, same threads and beam, measured right after the level; the ratio server / engine says
+what HTTP, JSON, queueing and batching cost. Writes OUT.md, OUT.json and OUT.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.loadtools import machine, percentile, run_loop, server_process  # noqa: E402
+
+
+def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
+    """(sum, count) of an unlabelled histogram in Prometheus text format."""
+    total = count = 0.0
+    for line in metrics.splitlines():
+        if line.startswith(name + "_sum "):
+            total = float(line.split()[-1])
+        elif line.startswith(name + "_count "):
+            count = float(line.split()[-1])
+    return total, count
+
+
+async def closed_loop(
+    url: str, sentences: list[str], clients: int, requests: int, beam: int, deadline_s: float
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    failures: dict[str, int] = {}
+    sent = 0
+    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        before = (await client.get("/metrics")).text
+        deadline = time.monotonic() + deadline_s
+
+        async def one_client() -> None:
+            nonlocal sent
+            while sent < requests and time.monotonic() < deadline:
+                text = sentences[sent % len(sentences)]
+                sent += 1
+                started = time.perf_counter()
+                try:
+                    r = await client.post("/translate", json={"text": text, "beam_size": beam})
+                    if r.status_code == 200:
+                        latencies.append(time.perf_counter() - started)
+                    else:
+                        failures[str(r.status_code)] = failures.get(str(r.status_code), 0) + 1
+                except httpx.HTTPError as err:
+                    failures[type(err).__name__] = failures.get(type(err).__name__, 0) + 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one_client() for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+        after = (await client.get("/metrics")).text
+    b_sum0, b_count0 = histogram_totals(before, "mt_batch_size_sentences")
+    b_sum1, b_count1 = histogram_totals(after, "mt_batch_size_sentences")
+    batches = b_count1 - b_count0
+    return {
+        "clients": clients,
+        "answered": len(latencies),
+        "failures": failures,
+        "seconds": elapsed,
+        "sentences_per_s": len(latencies) / elapsed,
+        "p50_ms": 1000 * percentile(latencies, 50),
+        "p95_ms": 1000 * percentile(latencies, 95),
+        "p99_ms": 1000 * percentile(latencies, 99),
+        "batches": batches,
+        "mean_batch": (b_sum1 - b_sum0) / batches if batches else 0.0,
+    }
+
+
+def engine_rate(engine: Any, ids: list[list[int]], batch: int, beam: int, count: int) -> float:
+    """Sentences/s of the raw engine on ``count`` sentences (cycling through ``ids``) in batches of ``batch``."""
+    from service.translation import DecodeOptions
+
+    options = DecodeOptions(beam_size=beam)
+    work = [ids[i % len(ids)] for i in range(count)]
+    started = time.perf_counter()
+    for lo in range(0, len(work), batch):
+        engine.translate_ids(work[lo : lo + batch], options)
+    return len(work) / (time.perf_counter() - started)
+
+
+def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for name, levels in results.items():
+        clients = [r["clients"] for r in levels]
+        left.plot(clients, [r["sentences_per_s"] for r in levels], marker="o", label=f"server, {name}")
+        right.plot(clients, [r["p95_ms"] for r in levels], marker="o", label=f"p95, {name}")
+    on = results.get("batching on", [])
+    if on:
+        left.plot([r["clients"] for r in on], [r["engine_sentences_per_s"] for r in on], "k--", label="raw engine")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent clients")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    left.set_ylabel("sentences/s")
+    right.set_ylabel("latency ms")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--bundle", default=str(ROOT / "models" / "en-de"))
+    parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"), help="TSV, first column")
+    parser.add_argument("--levels", default="1,4,16,32", help="concurrent clients, comma separated")
+    parser.add_argument("--requests", type=int, default=96, help="requests answered per level")
+    parser.add_argument("--deadline", type=float, default=300.0, help="seconds per level at most")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
+    args = parser.parse_args(argv)
+
+    from service.engine import Engine
+
+    lines = Path(args.input).read_text(encoding="utf-8").splitlines()
+    sentences = [line.split("\t")[0] for line in lines if line.strip()][: max(args.requests, 1)]
+    levels = [int(c) for c in args.levels.split(",")]
+    engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+    engine.warmup()
+    ids = [engine.tokenize(s) for s in sentences]
+    settings = {"batching on": [], "batching off": ["--max-batch-sentences", "1"]}
+    results: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, extra in settings.items():
+            flags = ["--threads", str(args.threads), "--log-level", "warning", *extra]
+            results[name] = []
+            with server_process(Path(args.bundle), Path(tmp) / f"{name}.log", flags=flags) as server:
+                for clients in levels:
+                    level = run_loop(
+                        closed_loop(server.url, sentences, clients, args.requests, args.beam, args.deadline)
+                    )
+                    batch = max(1, round(level["mean_batch"]))
+                    level["engine_batch"] = batch
+                    level["engine_sentences_per_s"] = engine_rate(engine, ids, batch, args.beam, args.requests)
+                    level["server_over_engine"] = level["sentences_per_s"] / level["engine_sentences_per_s"]
+                    results[name].append(level)
+                    print(
+                        f"{name}, {clients:>3} clients: {level['sentences_per_s']:6.1f} sent/s, "
+                        f"p50 {level['p50_ms']:.0f} ms, p95 {level['p95_ms']:.0f} ms, p99 {level['p99_ms']:.0f} ms, "
+                        f"mean batch {level['mean_batch']:.1f}, engine at that batch "
+                        f"{level['engine_sentences_per_s']:.1f} sent/s (x{level['server_over_engine']:.2f}), "
+                        f"failures {level['failures'] or 0}",
+                        flush=True,
+                    )
+    manifest = engine.manifest
+    arch = manifest["architecture"]
+    setup = {
+        "bundle": f"{manifest['name']} {manifest['version']} ({manifest['export']['dtype']}, "
+        f"quantize {manifest['export']['quantize']})",
+        "model": f"d{arch['d_model']} {arch['encoder_layers']}+{arch['decoder_layers']} layers",
+        "input": args.input,
+        "requests_per_level": args.requests,
+        "beam": args.beam,
+        "threads": args.threads,
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    table = [
+        "| batching | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
+        "| server / engine | gain from batching |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    off = {r["clients"]: r for r in results.get("batching off", [])}
+    for name, rows in results.items():
+        for r in rows:
+            gain = ""
+            if name == "batching on" and r["clients"] in off:
+                gain = f"{r['sentences_per_s'] / off[r['clients']]['sentences_per_s']:.2f}x"
+            table.append(
+                f"| {name.split()[1]} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['p50_ms']:.0f} "
+                f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} "
+                f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} | {gain} |"
+            )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    has_plot = plot(results, out.with_suffix(".png"))
+    markdown = "\n".join(
+        [
+            "# Server under load: throughput and latency by concurrency",
+            "",
+            f"Generated by `bench/load.py` on {setup['date']}: {setup['bundle']}, {setup['model']}, one test "
+            f"sentence per request ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
+            f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
+            f"{setup['machine']['cpus']} CPUs (127.0.0.1).",
+            "",
+            *table,
+            "",
+            *([f"![load]({out.with_suffix('.png').name})", ""] if has_plot else []),
+        ]
+    )
+    print()
+    print(markdown)
+    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps({"setup": setup, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
