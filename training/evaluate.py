@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -74,9 +75,12 @@ def evaluate_bundle(
     for test_file in test_files:
         pairs = read_pairs(test_file)
         hyps: list[str] = []
+        seconds = 0.0
         for start in tqdm(range(0, len(pairs), batch_size), desc=Path(test_file).name, unit="batch"):
             batch = [s for s, _ in pairs[start : start + batch_size]]
+            started = time.perf_counter()
             hyps += [t.best.text for t in engine.translate(batch, options)]
+            seconds += time.perf_counter() - started
         refs = [t for _, t in pairs]
         if hypotheses_dir:
             out = Path(hypotheses_dir) / (Path(test_file).stem + ".hyp")
@@ -86,5 +90,6 @@ def evaluate_bundle(
             "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
             "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2),
             "sentences": len(pairs),
+            "seconds": round(seconds, 2),  # translation time only (tokenize + search + detokenize)
         }
     return results

@@ -40,3 +40,4 @@ def test_evaluate_bundle_cli_writes_json(
     )
     scores = json.loads(out.read_text())
     assert set(scores) == {"dev.tsv"} and scores["dev.tsv"]["sentences"] == 100
+    assert scores["dev.tsv"]["seconds"] > 0
