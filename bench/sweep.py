@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 RECIPE = "recipes/en-de-small.toml"
 # name -> --set overrides on top of the recipe
@@ -48,7 +49,7 @@ def launch(name: str, root: Path, minutes: float, threads: int) -> subprocess.Po
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
-def score(run_dir: Path, sentences: int, threads: int) -> dict[str, float]:
+def score(run_dir: Path, sentences: int, threads: int) -> dict[str, Any]:
     import torch
 
     from training.checkpoint import load_model
@@ -65,7 +66,34 @@ def score(run_dir: Path, sentences: int, threads: int) -> dict[str, float]:
     scores["minutes"] = state["elapsed"] / 60
     tail = [h["train_nll"] for h in state["history"][-50:]]
     scores["train_nll_last50"] = sum(tail) / max(1, len(tail))
+    scores["train_nll"] = [h["train_nll"] for h in state["history"]]  # type: ignore[assignment]
     return scores
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path, window: int = 20) -> bool:
+    """Train nll (moving average over ``window`` steps) against steps, one line per variant."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, r in results.items():
+        nll = r["train_nll"]
+        smooth = [
+            sum(nll[max(0, i - window + 1) : i + 1]) / len(nll[max(0, i - window + 1) : i + 1]) for i in range(len(nll))
+        ]
+        ax.plot(range(1, len(nll) + 1), smooth, label=f"{name} (dev loss {r['dev_loss']:.2f})")
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"train nll, {window}-step mean")
+    ax.set_ylim(top=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
 
 
 def main() -> None:
@@ -77,10 +105,16 @@ def main() -> None:
     parser.add_argument("--root", default="runs/sweep")
     parser.add_argument("--only", nargs="*", help="variant names to run (default: all)")
     parser.add_argument("--out", default="docs/sweep-en-de", help="writes OUT.json and OUT.md")
+    parser.add_argument("--report-only", action="store_true", help="rewrite OUT.md/OUT.png from OUT.json")
     parser.add_argument("--score-one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.score_one:
         print(json.dumps(score(Path(args.score_one), args.sentences, args.threads)))
+        return
+    if args.report_only:
+        saved = json.loads(Path(args.out).with_suffix(".json").read_text())
+        args.minutes = saved["minutes"]
+        report(saved["results"], args)
         return
     root = Path(args.root)
     names = args.only or list(VARIANTS)
@@ -92,7 +126,7 @@ def main() -> None:
             if p.wait():
                 raise SystemExit(f"a sweep run failed: see {root}/*/sweep.log")
         print(f"  done in {(time.monotonic() - started) / 60:.1f} min", flush=True)
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, Any]] = {}
     for i in range(0, len(names), args.parallel):
         group = names[i : i + args.parallel]
         procs = {
@@ -104,10 +138,14 @@ def main() -> None:
             for n in group
         }
         for n, p in procs.items():
-            out, _ = p.communicate()
+            stdout, _ = p.communicate()
             if p.returncode:
                 raise SystemExit(f"scoring {n} failed")
-            results[n] = json.loads(out.decode().strip().splitlines()[-1])
+            results[n] = json.loads(stdout.decode().strip().splitlines()[-1])
+    report(results, args)
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     lines = [
         f"Each variant trained {args.minutes:g} min wall time, {args.parallel} runs side by side, "
         f"{args.threads} thread(s) each; dev loss on all of dev, greedy BLEU/chrF on the first {args.sentences}.",
@@ -120,10 +158,12 @@ def main() -> None:
             f"| {n} | {int(r['steps'])} | {r['train_nll_last50']:.3f} | {r['dev_loss']:.3f} "
             f"| {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |"
         )
-    table = "\n".join(lines)
-    print(table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if plot(results, out.with_suffix(".png")):
+        lines += ["", f"![train loss]({out.with_suffix('.png').name})"]
+    table = "\n".join(lines)
+    print(table)
     out.with_suffix(".json").write_text(json.dumps({"minutes": args.minutes, "results": results}, indent=2) + "\n")
     out.with_suffix(".md").write_text(table + "\n")
 
