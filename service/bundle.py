@@ -14,13 +14,21 @@ from typing import Any
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "transformer-nmt-bundle"
-FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = (1,)
+FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = (2,)
+"""1: one stacked (layers, ...) self-attention cache tensor; 2: one cache tensor per layer (faster)."""
 
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder.onnx"
 SELECT_FILE = "select.onnx"
 GRAPHS = ("encoder", "decoder", "select")
+
+
+def cache_names(prefix: str, layers: int) -> list[str]:
+    """The decoder's per-layer cache tensors: ``prefix`` "past" (inputs) or "present" (outputs) ->
+    [prefix_k_0, prefix_v_0, prefix_k_1, prefix_v_1, ...], each (rows, heads, steps, d_head)."""
+    return [f"{prefix}_{kv}_{i}" for i in range(layers) for kv in ("k", "v")]
+
 
 # Top-level keys every manifest carries; read_manifest refuses one that lacks any of them.
 REQUIRED_KEYS = (

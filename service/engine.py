@@ -25,7 +25,7 @@ import onnxruntime as ort
 
 from service.alignment import piece_attention, word_alignment
 from service.beam_search import Finished, search
-from service.bundle import GRAPHS, BundleError, read_manifest
+from service.bundle import GRAPHS, BundleError, cache_names, read_manifest
 from service.tokenizer import Tokenizer, TokenizerError
 from service.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 
@@ -37,12 +37,12 @@ PROVIDERS = {
 }
 GRAPH_INPUTS = {
     "encoder": ("src_ids",),
-    "decoder": ("tokens", "step", "past_k", "past_v", "reorder", "cross_k", "cross_v", "src_mask", "k"),
+    "decoder": ("tokens", "step", "reorder", "cross_k", "cross_v", "src_mask", "k"),  # + past_{k,v}_<layer>
     "select": ("cross_k", "cross_v", "src_mask", "keep"),
 }
 GRAPH_OUTPUTS = {
     "encoder": ("cross_k", "cross_v", "src_mask"),
-    "decoder": ("topk_logprobs", "topk_ids", "present_k", "present_v", "attention"),
+    "decoder": ("topk_logprobs", "topk_ids", "attention"),  # + present_{k,v}_<layer>
     "select": ("kept_cross_k", "kept_cross_v", "kept_src_mask"),
 }
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
@@ -96,9 +96,9 @@ class _Decoding:
         engine.sessions["encoder"].run_with_iobinding(binding)
         self.cross_k, self.cross_v, self.src_mask = binding.get_outputs()
         arch = engine.manifest["architecture"]
-        shape = [arch["decoder_layers"], len(src_ids), arch["n_heads"], 0, arch["d_head"]]
-        self.past_k = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *device)
-        self.past_v = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *device)
+        shape = [len(src_ids), arch["n_heads"], 0, arch["d_head"]]
+        empty = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *device)
+        self.cache: list[ort.OrtValue] = [empty] * len(engine.past_names)
         self.position = 0
 
     def step(self, tokens: np.ndarray, reorder: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -109,8 +109,8 @@ class _Decoding:
         binding = session.io_binding()
         binding.bind_cpu_input("tokens", tokens)
         binding.bind_cpu_input("step", position)
-        binding.bind_ortvalue_input("past_k", self.past_k)
-        binding.bind_ortvalue_input("past_v", self.past_v)
+        for name, value in zip(self.engine.past_names, self.cache, strict=True):
+            binding.bind_ortvalue_input(name, value)
         binding.bind_cpu_input("reorder", reorder)
         binding.bind_ortvalue_input("cross_k", self.cross_k)
         binding.bind_ortvalue_input("cross_v", self.cross_v)
@@ -118,11 +118,11 @@ class _Decoding:
         binding.bind_cpu_input("k", k_value)
         binding.bind_output("topk_logprobs", "cpu")
         binding.bind_output("topk_ids", "cpu")
-        binding.bind_output("present_k", *device)
-        binding.bind_output("present_v", *device)
         binding.bind_output("attention", "cpu")
+        for name in self.engine.present_names:
+            binding.bind_output(name, *device)
         session.run_with_iobinding(binding)
-        top_lp, top_ids, self.past_k, self.past_v, attention = binding.get_outputs()
+        top_lp, top_ids, attention, *self.cache = binding.get_outputs()
         self.position += 1
         return top_lp.numpy(), top_ids.numpy(), attention.numpy()
 
@@ -158,7 +158,10 @@ class Engine:
         self.max_source_pieces: int = int(manifest["max_source_pieces"])
         self.max_positions: int = int(manifest["architecture"]["max_positions"])
         self.vocab_size: int = int(manifest["architecture"]["vocab_size"])
-        past_type = next(i.type for i in sessions["decoder"].get_inputs() if i.name == "past_k")
+        layers = int(manifest["architecture"]["decoder_layers"])
+        self.past_names = cache_names("past", layers)
+        self.present_names = cache_names("present", layers)
+        past_type = next(i.type for i in sessions["decoder"].get_inputs() if i.name == self.past_names[0])
         self.float_type = _FLOAT_TYPES[past_type]
         specials = manifest["special_ids"]
         self.pad_id, self.bos_id, self.eos_id = specials["pad"], specials["bos"], specials["eos"]
@@ -201,7 +204,7 @@ class Engine:
                 session = ort.InferenceSession(str(path), options, providers=providers)
             except Exception as err:  # onnxruntime's own exception types
                 raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
-            _check_names(path, role, session)
+            _check_names(path, role, session, int(manifest["architecture"]["decoder_layers"]))
             sessions[role] = session
         engine = cls(bundle, manifest, tokenizer, sessions)
         if providers[0] != engine.provider:
@@ -342,11 +345,15 @@ def _empty(options: DecodeOptions) -> Translation:
     return Translation(source_pieces=[], hypotheses=[hypothesis], alignment=alignment)
 
 
-def _check_names(path: Path, role: str, session: ort.InferenceSession) -> None:
+def _check_names(path: Path, role: str, session: ort.InferenceSession, layers: int) -> None:
     inputs = {i.name for i in session.get_inputs()}
     outputs = {o.name for o in session.get_outputs()}
-    missing = [n for n in GRAPH_INPUTS[role] if n not in inputs]
-    missing += [n for n in GRAPH_OUTPUTS[role] if n not in outputs]
+    expected_in, expected_out = list(GRAPH_INPUTS[role]), list(GRAPH_OUTPUTS[role])
+    if role == "decoder":
+        expected_in += cache_names("past", layers)
+        expected_out += cache_names("present", layers)
+    missing = [n for n in expected_in if n not in inputs]
+    missing += [n for n in expected_out if n not in outputs]
     if missing:
         raise BundleError(
             f"{path} lacks the tensors {missing} that the engine needs; it was exported "

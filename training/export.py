@@ -29,15 +29,15 @@ from service.bundle import DECODER_FILE, ENCODER_FILE, MANIFEST_FILE, SELECT_FIL
 from service.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export_graphs import (
-    DECODER_DYNAMIC_AXES,
-    DECODER_INPUTS,
-    DECODER_OUTPUTS,
     ENCODER_DYNAMIC_AXES,
     ENCODER_INPUTS,
     ENCODER_OUTPUTS,
     DecoderStep,
     EncoderGraph,
+    decoder_dynamic_axes,
     decoder_example,
+    decoder_input_names,
+    decoder_output_names,
     encoder_example,
 )
 from training.model import Transformer
@@ -192,9 +192,9 @@ def _export_graphs(model: Transformer, directory: Path, opset: int, attention_la
             decoder_example(model),
             str(directory / DECODER_FILE),
             dynamo=False,
-            input_names=DECODER_INPUTS,
-            output_names=DECODER_OUTPUTS,
-            dynamic_axes=DECODER_DYNAMIC_AXES,
+            input_names=decoder_input_names(model.config.decoder_layers),
+            output_names=decoder_output_names(model.config.decoder_layers),
+            dynamic_axes=decoder_dynamic_axes(model.config.decoder_layers),
             opset_version=opset,
             do_constant_folding=True,
         )

@@ -13,12 +13,15 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from service.bundle import cache_names
 from training.model import DecoderLayer, MultiHeadAttention, Transformer
 
 ENCODER_INPUTS = ["src_ids"]
 ENCODER_OUTPUTS = ["cross_k", "cross_v", "src_mask"]
-DECODER_INPUTS = ["tokens", "step", "past_k", "past_v", "reorder", "cross_k", "cross_v", "src_mask", "k"]
-DECODER_OUTPUTS = ["topk_logprobs", "topk_ids", "present_k", "present_v", "attention"]
+DECODER_INPUTS = ["tokens", "step", "reorder", "cross_k", "cross_v", "src_mask", "k"]
+"""Fixed inputs; the self-attention cache follows, one tensor per layer: past_k_0, past_v_0, past_k_1, ..."""
+DECODER_OUTPUTS = ["topk_logprobs", "topk_ids", "attention"]
+"""Fixed outputs; the new cache follows: present_k_0, present_v_0, present_k_1, ..."""
 
 ENCODER_DYNAMIC_AXES = {
     "src_ids": {0: "batch", 1: "src_len"},
@@ -26,20 +29,32 @@ ENCODER_DYNAMIC_AXES = {
     "cross_v": {1: "batch", 3: "src_len"},
     "src_mask": {0: "batch", 1: "src_len"},
 }
-DECODER_DYNAMIC_AXES = {
-    "tokens": {0: "batch", 1: "hyps"},
-    "past_k": {1: "past_rows", 3: "step"},
-    "past_v": {1: "past_rows", 3: "step"},
-    "reorder": {0: "rows"},
-    "cross_k": {1: "batch", 3: "src_len"},
-    "cross_v": {1: "batch", 3: "src_len"},
-    "src_mask": {0: "batch", 1: "src_len"},
-    "topk_logprobs": {0: "batch", 1: "hyps", 2: "k"},
-    "topk_ids": {0: "batch", 1: "hyps", 2: "k"},
-    "present_k": {1: "rows", 3: "step_plus_1"},
-    "present_v": {1: "rows", 3: "step_plus_1"},
-    "attention": {0: "batch", 1: "hyps", 2: "src_len"},
-}
+
+
+def decoder_input_names(layers: int) -> list[str]:
+    return DECODER_INPUTS + cache_names("past", layers)
+
+
+def decoder_output_names(layers: int) -> list[str]:
+    return DECODER_OUTPUTS + cache_names("present", layers)
+
+
+def decoder_dynamic_axes(layers: int) -> dict[str, dict[int, str]]:
+    axes: dict[str, dict[int, str]] = {
+        "tokens": {0: "batch", 1: "hyps"},
+        "reorder": {0: "rows"},
+        "cross_k": {1: "batch", 3: "src_len"},
+        "cross_v": {1: "batch", 3: "src_len"},
+        "src_mask": {0: "batch", 1: "src_len"},
+        "topk_logprobs": {0: "batch", 1: "hyps", 2: "k"},
+        "topk_ids": {0: "batch", 1: "hyps", 2: "k"},
+        "attention": {0: "batch", 1: "hyps", 2: "src_len"},
+    }
+    for name in cache_names("past", layers):
+        axes[name] = {0: "past_rows", 2: "step"}
+    for name in cache_names("present", layers):
+        axes[name] = {0: "rows", 2: "step_plus_1"}
+    return axes
 
 
 def decoder_layers(model: Transformer) -> list[DecoderLayer]:
@@ -84,31 +99,31 @@ class DecoderStep(nn.Module):
         self,
         tokens: Tensor,
         step: Tensor,
-        past_k: Tensor,
-        past_v: Tensor,
         reorder: Tensor,
         cross_k: Tensor,
         cross_v: Tensor,
         src_mask: Tensor,
         k: Tensor,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        *past: Tensor,
+    ) -> tuple[Tensor, ...]:
+        """``past`` is the cache as (k, v) per layer, each (rows, heads, step, d_head). One tensor per layer,
+        not a stacked (layers, ...) one: slicing and restacking a stacked cache copies it twice more per
+        step, which profiling showed to cost a third of the decoder's time (docs/profile-decode.md)."""
         model = self.model
         batch, hyps = tokens.size(0), tokens.size(1)
         d_model = model.config.d_model
         x = model.decoder_embed(tokens.reshape(-1, 1), offset=step)  # (rows, 1, d_model)
         memory_mask = src_mask[:, None, None, :]
-        present_k: list[Tensor] = []
-        present_v: list[Tensor] = []
+        present: list[Tensor] = []
         attention: list[Tensor] = []
         for i, layer in enumerate(decoder_layers(model)):
 
             def self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 q = attn.split_heads(attn.q_proj(h))
                 k_new, v_new = attn.project_kv(h)
-                keys = torch.cat([past_k[i].index_select(0, reorder), k_new], dim=2)
-                values = torch.cat([past_v[i].index_select(0, reorder), v_new], dim=2)
-                present_k.append(keys)
-                present_v.append(values)
+                keys = torch.cat([past[2 * i].index_select(0, reorder), k_new], dim=2)
+                values = torch.cat([past[2 * i + 1].index_select(0, reorder), v_new], dim=2)
+                present.extend((keys, values))
                 out, _ = attn.attend(q, keys, values, None)  # the newest token may see every cached one
                 return attn.merge_heads(out)
 
@@ -125,7 +140,7 @@ class DecoderStep(nn.Module):
         logits = model.logits(model.decoder_norm(x)).reshape(batch, hyps, -1)
         # k stays a tensor so that the traced graph takes it as an input, not a constant
         top_lp, top_ids = model.next_token_logprobs(logits).topk(k, dim=-1)  # type: ignore[arg-type]
-        return top_lp, top_ids, torch.stack(present_k), torch.stack(present_v), attention[0].float()
+        return (top_lp, top_ids, attention[0].float(), *present)
 
 
 def encoder_example(model: Transformer, batch: int = 2, src_len: int = 5) -> tuple[Tensor]:
@@ -143,18 +158,16 @@ def decoder_example(
     cfg = model.config
     heads, d_head = cfg.n_heads, cfg.d_model // cfg.n_heads
     rows = batch * hyps
-    past = torch.randn(cfg.decoder_layers, rows, heads, step, d_head)
     cross = torch.randn(cfg.decoder_layers, batch, heads, src_len, d_head)
     src_mask = torch.zeros(batch, src_len, dtype=torch.bool)
     src_mask[0, -2:] = True
     return (
         torch.randint(4, cfg.vocab_size, (batch, hyps)),
         torch.tensor(step, dtype=torch.long),
-        past,
-        past.clone(),
         torch.randperm(rows),
         cross,
         cross.clone(),
         src_mask,
         torch.tensor(min(4, cfg.vocab_size), dtype=torch.long),
+        *(torch.randn(rows, heads, step, d_head) for _ in range(2 * cfg.decoder_layers)),
     )

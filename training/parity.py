@@ -17,6 +17,7 @@ import onnxruntime as ort
 import torch
 from torch import Tensor
 
+from service.bundle import cache_names
 from training.decode import source_tensor
 from training.export_graphs import EncoderGraph, decoder_layers
 from training.model import Transformer
@@ -79,7 +80,7 @@ def compare(
     model.eval()
     cfg = model.config
     rng = random.Random(seed)
-    float_type = _NUMPY_TYPES[next(i.type for i in decoder.get_inputs() if i.name == "past_k")]
+    float_type = _NUMPY_TYPES[next(i.type for i in decoder.get_inputs() if i.name == "past_k_0")]
     src = source_tensor(model, sources)
     cross_k, cross_v, src_mask = encoder.run(None, {"src_ids": src.numpy()})
     ref_k, ref_v, ref_mask = EncoderGraph(model)(src)
@@ -103,25 +104,24 @@ def compare(
     rows_per_sentence = 1
     prefixes: list[list[int]] = [[cfg.bos_id] for _ in range(batch)]
     reorder = np.arange(batch, dtype=np.int64)
-    past_k = np.zeros((cfg.decoder_layers, batch, heads, 0, d_head), dtype=float_type)
-    past_v = past_k.copy()
+    cache_in = cache_names("past", cfg.decoder_layers)
+    cache = [np.zeros((batch, heads, 0, d_head), dtype=float_type) for _ in cache_in]
     lp_diff = tail_diff = cache_diff = attn_diff = 0.0
     agree = total = 0
     try:
         for step in range(n_steps):
             tokens = np.array([p[-1] for p in prefixes], dtype=np.int64).reshape(batch, -1)
-            top_lp, top_ids, past_k, past_v, attention = decoder.run(
+            top_lp, top_ids, attention, *cache = decoder.run(
                 None,
                 {
                     "tokens": tokens,
                     "step": np.array(step, dtype=np.int64),
-                    "past_k": past_k,
-                    "past_v": past_v,
                     "reorder": reorder,
                     "cross_k": cross_k,
                     "cross_v": cross_v,
                     "src_mask": src_mask,
                     "k": np.array(k, dtype=np.int64),
+                    **dict(zip(cache_in, cache, strict=True)),
                 },
             )
             sentence = torch.arange(batch).repeat_interleave(rows_per_sentence)
@@ -141,7 +141,7 @@ def compare(
             for i, layer in enumerate(layers):
                 ref_k = layer.self_attn.split_heads(captured["k"][i])
                 ref_v = layer.self_attn.split_heads(captured["v"][i])
-                cache_diff = max(cache_diff, _diff(past_k[i], ref_k), _diff(past_v[i], ref_v))
+                cache_diff = max(cache_diff, _diff(cache[2 * i], ref_k), _diff(cache[2 * i + 1], ref_v))
             ref_attention = weights[:, :, -1].mean(dim=1)
             attn_diff = max(attn_diff, _diff(attention.reshape(len(prefixes), -1), ref_attention))
 

@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from service.bundle import FORMAT_VERSION, GRAPHS, read_manifest
+from service.bundle import FORMAT_VERSION, GRAPHS, cache_names, read_manifest
 from service.tokenizer import Tokenizer
 from training.checkpoint import load_model
 from training.data import read_pairs
@@ -45,26 +45,28 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
     enc, dec = graphs["encoder"], graphs["decoder"]
     assert enc["inputs"]["src_ids"] == {"dtype": "int64", "shape": ["batch", "src_len"]}
     assert enc["outputs"]["cross_k"]["shape"] == [layers, "batch", heads, "src_len", d_head]
-    assert dec["inputs"]["past_k"]["shape"] == [layers, "past_rows", heads, "step", d_head]
+    for i in range(layers):
+        for kv in ("k", "v"):
+            assert dec["inputs"][f"past_{kv}_{i}"]["shape"] == ["past_rows", heads, "step", d_head]
+            assert dec["outputs"][f"present_{kv}_{i}"]["shape"] == ["rows", heads, "step_plus_1", d_head]
+    assert f"past_k_{layers}" not in dec["inputs"] and "past_k" not in dec["inputs"]
     assert dec["inputs"]["k"] == {"dtype": "int64", "shape": []}
     assert dec["inputs"]["step"] == {"dtype": "int64", "shape": []}
     assert dec["inputs"]["reorder"]["shape"] == ["rows"]
     assert dec["outputs"]["topk_logprobs"] == {"dtype": "float32", "shape": ["batch", "hyps", "k"]}
     assert dec["outputs"]["topk_ids"]["dtype"] == "int64"
-    assert dec["outputs"]["present_k"]["shape"] == [layers, "rows", heads, "step_plus_1", d_head]
     assert dec["outputs"]["attention"]["shape"] == ["batch", "hyps", "src_len"]
 
     # Run once with shapes unlike the tracing example: batch 1, hyps 5 from 1 row, src_len 9, step 0.
     encoder, decoder = _sessions(tiny_bundle)
     cross_k, cross_v, mask = encoder.run(None, {"src_ids": np.array([[5] * 8 + [3]], dtype=np.int64)})
-    past = np.zeros((layers, 1, heads, 0, d_head), dtype=np.float32)
-    lp, ids, pk, pv, attn = decoder.run(
+    past = np.zeros((1, heads, 0, d_head), dtype=np.float32)
+    lp, ids, attn, *cache = decoder.run(
         None,
         {
             "tokens": np.full((1, 5), 2, dtype=np.int64),
             "step": np.array(0, dtype=np.int64),
-            "past_k": past,
-            "past_v": past,
+            **{name: past for name in cache_names("past", layers)},
             "reorder": np.zeros(5, dtype=np.int64),
             "cross_k": cross_k,
             "cross_v": cross_v,
@@ -73,7 +75,7 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
         },
     )
     assert lp.shape == ids.shape == (1, 5, 7) and lp.dtype == np.float32
-    assert pk.shape == pv.shape == (layers, 5, heads, 1, d_head)
+    assert len(cache) == 2 * layers and all(c.shape == (5, heads, 1, d_head) for c in cache)
     assert attn.shape == (1, 5, 9)
     assert np.all(np.diff(lp, axis=-1) <= 0)  # sorted, best first
     assert np.all(np.exp(lp).sum(-1) <= 1.0 + 1e-5)
@@ -150,7 +152,7 @@ def test_int8_export_via_cli_records_scores_and_translates(
 def test_fp16_export_keeps_norms_and_softmax_in_fp32(tiny_checkpoint: Path, tmp_path: Path) -> None:
     manifest = export_bundle(tiny_checkpoint, tmp_path / "fp16", dtype="fp16")
     dec = manifest["graphs"]["decoder"]
-    assert dec["inputs"]["past_k"]["dtype"] == "float16"
+    assert dec["inputs"]["past_k_0"]["dtype"] == "float16"
     assert dec["outputs"]["topk_logprobs"]["dtype"] == "float32"
     graph = onnx.shape_inference.infer_shapes(onnx.load(str(tmp_path / "fp16" / "decoder.onnx"))).graph
     types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.input]}

@@ -1,0 +1,172 @@
+"""Where decoding time goes: tokenization vs onnxruntime sessions vs Python beam bookkeeping, and per ONNX op.
+
+    python bench/profile_decode.py [--bundle models/en-de] [--input data/en-de/test.tsv] [--sentences 64]
+                                   [--batch 32] [--beam 4] [--threads 2] [--out docs/profile-decode]
+
+Three passes over the same sentences, one engine: (1) timed phases: tokenization, the whole search, and
+inside it the time spent in ``run_with_iobinding`` of each graph (wrapped, so the rest of the search is
+Python bookkeeping: building inputs, ranking candidates, growing hypotheses); (2) onnxruntime's own
+profiler, summed per op type for the decoder step graph; (3) cProfile's top functions by own time.
+Writes OUT.md and OUT.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import io
+import json
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import onnxruntime as ort  # noqa: E402
+
+from service.engine import Engine  # noqa: E402
+from service.translation import DecodeOptions  # noqa: E402
+
+
+class TimedSession:
+    """Wraps an InferenceSession: counts the seconds spent in run_with_iobinding."""
+
+    def __init__(self, session: ort.InferenceSession):
+        self.session = session
+        self.seconds = 0.0
+        self.calls = 0
+
+    def run_with_iobinding(self, binding: Any, *args: Any) -> None:
+        started = time.perf_counter()
+        self.session.run_with_iobinding(binding, *args)
+        self.seconds += time.perf_counter() - started
+        self.calls += 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+
+def decode_all(engine: Engine, ids: list[list[int]], batch: int, options: DecodeOptions) -> int:
+    tokens = 0
+    for lo in range(0, len(ids), batch):
+        tokens += sum(len(t.best.token_ids) for t in engine.translate_ids(ids[lo : lo + batch], options))
+    return tokens
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--bundle", default=str(ROOT / "models" / "en-de"))
+    parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"))
+    parser.add_argument("--sentences", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "profile-decode"))
+    args = parser.parse_args(argv)
+
+    lines = Path(args.input).read_text(encoding="utf-8").splitlines()
+    texts = [line.split("\t")[0] for line in lines if line.strip()][: args.sentences]
+    options = DecodeOptions(beam_size=args.beam)
+
+    # 1. phases
+    engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+    engine.warmup()
+    started = time.perf_counter()
+    ids = [engine.tokenize(t) for t in texts]
+    tokenize_s = time.perf_counter() - started
+    timed = {role: TimedSession(s) for role, s in engine.sessions.items()}
+    engine.sessions = timed  # type: ignore[assignment]
+    started = time.perf_counter()
+    generated = decode_all(engine, ids, args.batch, options)
+    search_s = time.perf_counter() - started
+    ort_s = sum(t.seconds for t in timed.values())
+    phases = {
+        "tokenize": tokenize_s,
+        **{f"onnxruntime {role}": t.seconds for role, t in timed.items()},
+        "python beam search and bookkeeping": search_s - ort_s,
+    }
+    total = tokenize_s + search_s
+    calls = {role: t.calls for role, t in timed.items()}
+
+    # 2. onnxruntime's profiler on the decoder step
+    with tempfile.TemporaryDirectory() as tmp:
+        original = ort.SessionOptions
+
+        def profiling_options() -> ort.SessionOptions:
+            o = original()
+            o.enable_profiling = True
+            o.profile_file_prefix = str(Path(tmp) / "ort")
+            return o
+
+        ort.SessionOptions = profiling_options  # type: ignore[misc]
+        try:
+            profiled = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+        finally:
+            ort.SessionOptions = original  # type: ignore[misc]
+        decode_all(profiled, ids, args.batch, options)
+        trace = json.loads(Path(profiled.sessions["decoder"].end_profiling()).read_text())
+    per_op: collections.Counter[str] = collections.Counter()
+    for event in trace:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            per_op[event["args"]["op_name"]] += event["dur"]
+    op_total = sum(per_op.values())
+
+    # 3. cProfile
+    profiler = cProfile.Profile()
+    profiler.enable()
+    decode_all(engine, ids, args.batch, options)
+    profiler.disable()
+    buffer = io.StringIO()
+    pstats.Stats(profiler, stream=buffer).sort_stats("tottime").print_stats(8)
+
+    arch = engine.manifest["architecture"]
+    setup = (
+        f"{engine.manifest['name']} {engine.manifest['version']} ({engine.manifest['export']['dtype']}, quantize "
+        f"{engine.manifest['export']['quantize']}), d{arch['d_model']} {arch['encoder_layers']}+"
+        f"{arch['decoder_layers']} layers, vocab {arch['vocab_size']}; {len(ids)} sentences of {args.input}, "
+        f"batch {args.batch}, beam {args.beam}, {args.threads} threads, onnxruntime {ort.__version__}"
+    )
+    md = [
+        "# Where decoding time goes",
+        "",
+        f"Generated by `bench/profile_decode.py` on {time.strftime('%Y-%m-%d')}: {setup}.",
+        f"{generated} target pieces generated (EOS included) in {total:.2f} s: {generated / total:.0f} tokens/s; "
+        f"graph calls: {', '.join(f'{r} {c}' for r, c in calls.items())}.",
+        "",
+        "| phase | seconds | share |",
+        "|---|---:|---:|",
+        *[f"| {name} | {s:.3f} | {100 * s / total:.1f} % |" for name, s in phases.items()],
+        "",
+        "Decoder step graph, onnxruntime's profiler, kernel time by op type (top 12):",
+        "",
+        "| op | ms | share |",
+        "|---|---:|---:|",
+        *[f"| {op} | {d / 1000:.0f} | {100 * d / op_total:.1f} % |" for op, d in per_op.most_common(12)],
+        "",
+        "cProfile, top functions by own time:",
+        "",
+        "```",
+        *[line.rstrip() for line in buffer.getvalue().strip().splitlines()[-12:]],
+        "```",
+        "",
+    ]
+    text = "\n".join(md)
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text, encoding="utf-8")
+    out.with_suffix(".json").write_text(
+        json.dumps({"setup": setup, "phases_s": phases, "graph_calls": calls, "decoder_ops_us": dict(per_op)}, indent=2)
+        + "\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
