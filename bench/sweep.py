@@ -146,17 +146,22 @@ def main() -> None:
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    decoded = args.sentences > 0
+    at = min(len(r["train_nll"]) for r in results.values()) // 10 * 10  # a step every variant reached
     lines = [
-        f"Each variant trained {args.minutes:g} min wall time, {args.parallel} runs side by side, "
-        f"{args.threads} thread(s) each; dev loss on all of dev, greedy BLEU/chrF on the first {args.sentences}.",
+        f"Each variant trained {args.minutes:g} min wall time from `{RECIPE}`, {args.parallel} runs side by side, "
+        f"{args.threads} thread(s) each; dev loss on all of dev"
+        + (f", greedy BLEU/chrF on the first {args.sentences} dev sentences." if decoded else "."),
         "",
-        "| variant | steps | train nll (last 50) | dev loss | dev BLEU | dev chrF |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| variant | steps in {args.minutes:g} min | train nll, steps {at - 19}-{at} | train nll, last 50 steps "
+        "| dev loss |" + (" dev BLEU | dev chrF |" if decoded else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|---:|" if decoded else ""),
     ]
     for n, r in results.items():
+        window = r["train_nll"][at - 20 : at]
         lines.append(
-            f"| {n} | {int(r['steps'])} | {r['train_nll_last50']:.3f} | {r['dev_loss']:.3f} "
-            f"| {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |"
+            f"| {n} | {int(r['steps'])} | {sum(window) / len(window):.3f} | {r['train_nll_last50']:.3f} "
+            f"| {r['dev_loss']:.3f} |" + (f" {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |" if decoded else "")
         )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
