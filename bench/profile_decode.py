@@ -1,13 +1,15 @@
 """Where decoding time goes: tokenization vs onnxruntime sessions vs Python beam bookkeeping, and per ONNX op.
 
     python bench/profile_decode.py [--bundle models/en-de] [--input data/en-de/test.tsv] [--sentences 64]
-                                   [--batch 32] [--beam 4] [--threads 2] [--out docs/profile-decode]
+                                   [--batch 32] [--beam 4] [--max-length 256] [--threads 2] [--repeats 3]
+                                   [--out docs/profile-decode]
 
 Three passes over the same sentences, one engine: (1) timed phases: tokenization, the whole search, and
 inside it the time spent in ``run_with_iobinding`` of each graph (wrapped, so the rest of the search is
 Python bookkeeping: building inputs, ranking candidates, growing hypotheses); (2) onnxruntime's own
-profiler, summed per op type for the decoder step graph; (3) cProfile's top functions by own time.
-Writes OUT.md and OUT.json.
+profiler, summed per op type for the decoder step graph; (3) cProfile's top functions by own time; (4) the
+beam search's output-preserving early stop off and on, alternated ``--repeats`` times (median seconds, and
+whether every best hypothesis is the same). Writes OUT.md and OUT.json.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import functools
 import io
 import json
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -30,6 +34,8 @@ if str(ROOT) not in sys.path:
 
 import onnxruntime as ort  # noqa: E402
 
+import service.engine as engine_module  # noqa: E402
+from service.beam_search import search  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
 
@@ -66,13 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, default=64)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=256, help="length cap in pieces, EOS included")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="alternated runs of the early-stop A/B")
     parser.add_argument("--out", default=str(ROOT / "docs" / "profile-decode"))
     args = parser.parse_args(argv)
 
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()
     texts = [line.split("\t")[0] for line in lines if line.strip()][: args.sentences]
-    options = DecodeOptions(beam_size=args.beam)
+    options = DecodeOptions(beam_size=args.beam, max_length=args.max_length)
 
     # 1. phases
     engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
@@ -125,12 +133,29 @@ def main(argv: list[str] | None = None) -> int:
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("tottime").print_stats(8)
 
+    # 4. early stop off / on, alternated
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    best: dict[bool, list[list[int]]] = {}
+    for _ in range(args.repeats):
+        for early in (False, True):
+            engine_module.search = functools.partial(search, early_stop=early)  # type: ignore[assignment]
+            started = time.perf_counter()
+            best[early] = [
+                t.best.token_ids
+                for lo in range(0, len(ids), args.batch)
+                for t in engine.translate_ids(ids[lo : lo + args.batch], options)
+            ]
+            seconds[early].append(time.perf_counter() - started)
+    engine_module.search = search  # type: ignore[assignment]
+    early_off, early_on = statistics.median(seconds[False]), statistics.median(seconds[True])
+    same = sum(a == b for a, b in zip(best[False], best[True], strict=True))
+
     arch = engine.manifest["architecture"]
     setup = (
         f"{engine.manifest['name']} {engine.manifest['version']} ({engine.manifest['export']['dtype']}, quantize "
         f"{engine.manifest['export']['quantize']}), d{arch['d_model']} {arch['encoder_layers']}+"
         f"{arch['decoder_layers']} layers, vocab {arch['vocab_size']}; {len(ids)} sentences of {args.input}, "
-        f"batch {args.batch}, beam {args.beam}, {args.threads} threads, onnxruntime {ort.__version__}"
+        f"batch {args.batch}, beam {args.beam}, length cap {args.max_length}, {args.threads} threads, onnxruntime {ort.__version__}"
     )
     md = [
         "# Where decoding time goes",
@@ -149,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---:|---:|",
         *[f"| {op} | {d / 1000:.0f} | {100 * d / op_total:.1f} % |" for op, d in per_op.most_common(12)],
         "",
+        f"Early stop (service/beam_search.py), off vs on, median of {args.repeats} alternated runs: "
+        f"{early_off:.2f} s vs {early_on:.2f} s, {early_off / early_on:.2f}x; best hypothesis identical for "
+        f"{same}/{len(ids)} sentences.",
+        "",
         "cProfile, top functions by own time:",
         "",
         "```",
@@ -162,7 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(text, encoding="utf-8")
     out.with_suffix(".json").write_text(
-        json.dumps({"setup": setup, "phases_s": phases, "graph_calls": calls, "decoder_ops_us": dict(per_op)}, indent=2)
+        json.dumps(
+            {
+                "setup": setup,
+                "phases_s": phases,
+                "graph_calls": calls,
+                "decoder_ops_us": dict(per_op),
+                "early_stop_s": {"off": seconds[False], "on": seconds[True], "identical": same},
+            },
+            indent=2,
+        )
         + "\n"
     )
     return 0

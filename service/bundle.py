@@ -14,9 +14,10 @@ from typing import Any
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "transformer-nmt-bundle"
-FORMAT_VERSION = 2
-SUPPORTED_FORMAT_VERSIONS = (2,)
-"""1: one stacked (layers, ...) self-attention cache tensor; 2: one cache tensor per layer (faster)."""
+FORMAT_VERSION = 3
+SUPPORTED_FORMAT_VERSIONS = (3,)
+"""1: one stacked (layers, ...) self-attention cache tensor; 2: one cache tensor per layer; 3: also one
+cross-attention K/V tensor per layer, 2-D projections fused with their bias (each step faster)."""
 
 ENCODER_FILE = "encoder.onnx"
 DECODER_FILE = "decoder.onnx"
@@ -25,8 +26,9 @@ GRAPHS = ("encoder", "decoder", "select")
 
 
 def cache_names(prefix: str, layers: int) -> list[str]:
-    """The decoder's per-layer cache tensors: ``prefix`` "past" (inputs) or "present" (outputs) ->
-    [prefix_k_0, prefix_v_0, prefix_k_1, prefix_v_1, ...], each (rows, heads, steps, d_head)."""
+    """Per-layer key/value tensors: ``prefix`` "past" (decoder inputs) or "present" (decoder outputs), each
+    (rows, heads, steps, d_head), or "cross" (encoder outputs, decoder inputs), each (batch, heads, src_len,
+    d_head) -> [prefix_k_0, prefix_v_0, prefix_k_1, prefix_v_1, ...]."""
     return [f"{prefix}_{kv}_{i}" for i in range(layers) for kv in ("k", "v")]
 
 

@@ -35,16 +35,19 @@ PROVIDERS = {
     "cpu": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",
 }
-GRAPH_INPUTS = {
-    "encoder": ("src_ids",),
-    "decoder": ("tokens", "step", "reorder", "cross_k", "cross_v", "src_mask", "k"),  # + past_{k,v}_<layer>
-    "select": ("cross_k", "cross_v", "src_mask", "keep"),
-}
-GRAPH_OUTPUTS = {
-    "encoder": ("cross_k", "cross_v", "src_mask"),
-    "decoder": ("topk_logprobs", "topk_ids", "attention"),  # + present_{k,v}_<layer>
-    "select": ("kept_cross_k", "kept_cross_v", "kept_src_mask"),
-}
+
+
+def graph_names(role: str, layers: int) -> tuple[list[str], list[str]]:
+    """The inputs and outputs the engine binds on each graph (docs/bundle.md)."""
+    memory = ["src_mask", *cache_names("cross", layers)]  # per sentence, batch-major
+    if role == "encoder":
+        return ["src_ids"], memory
+    if role == "decoder":
+        fixed_in, fixed_out = ["tokens", "step", "reorder", "k"], ["topk_logprobs", "topk_ids", "attention"]
+        return fixed_in + memory + cache_names("past", layers), fixed_out + cache_names("present", layers)
+    return [*memory, "keep"], [f"kept_{name}" for name in memory]
+
+
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
@@ -88,39 +91,34 @@ class _Decoding:
 
     def __init__(self, engine: Engine, src_ids: np.ndarray):
         self.engine = engine
-        device = engine.device
         binding = engine.sessions["encoder"].io_binding()
         binding.bind_cpu_input("src_ids", src_ids)
-        for name in GRAPH_OUTPUTS["encoder"]:
-            binding.bind_output(name, *device)
+        for name in engine.memory_names:
+            binding.bind_output(name, *engine.device)
         engine.sessions["encoder"].run_with_iobinding(binding)
-        self.cross_k, self.cross_v, self.src_mask = binding.get_outputs()
+        self.memory: list[ort.OrtValue] = binding.get_outputs()  # src_mask, cross_k_0, cross_v_0, ...
         arch = engine.manifest["architecture"]
         shape = [len(src_ids), arch["n_heads"], 0, arch["d_head"]]
-        empty = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *device)
+        empty = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *engine.device)
         self.cache: list[ort.OrtValue] = [empty] * len(engine.past_names)
         self.position = 0
 
     def step(self, tokens: np.ndarray, reorder: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         session = self.engine.sessions["decoder"]
-        device = self.engine.device
-        position = np.array(self.position, dtype=np.int64)
-        k_value = np.array(k, dtype=np.int64)
         binding = session.io_binding()
         binding.bind_cpu_input("tokens", tokens)
-        binding.bind_cpu_input("step", position)
+        binding.bind_cpu_input("step", np.array(self.position, dtype=np.int64))
+        binding.bind_cpu_input("reorder", reorder)
+        binding.bind_cpu_input("k", np.array(k, dtype=np.int64))
+        for name, value in zip(self.engine.memory_names, self.memory, strict=True):
+            binding.bind_ortvalue_input(name, value)
         for name, value in zip(self.engine.past_names, self.cache, strict=True):
             binding.bind_ortvalue_input(name, value)
-        binding.bind_cpu_input("reorder", reorder)
-        binding.bind_ortvalue_input("cross_k", self.cross_k)
-        binding.bind_ortvalue_input("cross_v", self.cross_v)
-        binding.bind_ortvalue_input("src_mask", self.src_mask)
-        binding.bind_cpu_input("k", k_value)
         binding.bind_output("topk_logprobs", "cpu")
         binding.bind_output("topk_ids", "cpu")
         binding.bind_output("attention", "cpu")
         for name in self.engine.present_names:
-            binding.bind_output(name, *device)
+            binding.bind_output(name, *self.engine.device)
         session.run_with_iobinding(binding)
         top_lp, top_ids, attention, *self.cache = binding.get_outputs()
         self.position += 1
@@ -129,14 +127,13 @@ class _Decoding:
     def keep(self, sentences: np.ndarray) -> None:
         session = self.engine.sessions["select"]
         binding = session.io_binding()
-        binding.bind_ortvalue_input("cross_k", self.cross_k)
-        binding.bind_ortvalue_input("cross_v", self.cross_v)
-        binding.bind_ortvalue_input("src_mask", self.src_mask)
+        for name, value in zip(self.engine.memory_names, self.memory, strict=True):
+            binding.bind_ortvalue_input(name, value)
         binding.bind_cpu_input("keep", sentences)
-        for name in GRAPH_OUTPUTS["select"]:
-            binding.bind_output(name, *self.engine.device)
+        for name in self.engine.memory_names:
+            binding.bind_output(f"kept_{name}", *self.engine.device)
         session.run_with_iobinding(binding)
-        self.cross_k, self.cross_v, self.src_mask = binding.get_outputs()
+        self.memory = binding.get_outputs()
 
 
 class Engine:
@@ -159,6 +156,7 @@ class Engine:
         self.max_positions: int = int(manifest["architecture"]["max_positions"])
         self.vocab_size: int = int(manifest["architecture"]["vocab_size"])
         layers = int(manifest["architecture"]["decoder_layers"])
+        self.memory_names = ["src_mask", *cache_names("cross", layers)]
         self.past_names = cache_names("past", layers)
         self.present_names = cache_names("present", layers)
         past_type = next(i.type for i in sessions["decoder"].get_inputs() if i.name == self.past_names[0])
@@ -348,10 +346,7 @@ def _empty(options: DecodeOptions) -> Translation:
 def _check_names(path: Path, role: str, session: ort.InferenceSession, layers: int) -> None:
     inputs = {i.name for i in session.get_inputs()}
     outputs = {o.name for o in session.get_outputs()}
-    expected_in, expected_out = list(GRAPH_INPUTS[role]), list(GRAPH_OUTPUTS[role])
-    if role == "decoder":
-        expected_in += cache_names("past", layers)
-        expected_out += cache_names("present", layers)
+    expected_in, expected_out = graph_names(role, layers)
     missing = [n for n in expected_in if n not in inputs]
     missing += [n for n in expected_out if n not in outputs]
     if missing:

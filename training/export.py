@@ -29,16 +29,16 @@ from service.bundle import DECODER_FILE, ENCODER_FILE, MANIFEST_FILE, SELECT_FIL
 from service.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export_graphs import (
-    ENCODER_DYNAMIC_AXES,
     ENCODER_INPUTS,
-    ENCODER_OUTPUTS,
     DecoderStep,
     EncoderGraph,
     decoder_dynamic_axes,
     decoder_example,
     decoder_input_names,
     decoder_output_names,
+    encoder_dynamic_axes,
     encoder_example,
+    encoder_output_names,
 )
 from training.model import Transformer
 from training.parity import ParityReport, compare, random_sources
@@ -182,8 +182,8 @@ def _export_graphs(model: Transformer, directory: Path, opset: int, attention_la
             str(directory / ENCODER_FILE),
             dynamo=False,
             input_names=ENCODER_INPUTS,
-            output_names=ENCODER_OUTPUTS,
-            dynamic_axes=ENCODER_DYNAMIC_AXES,
+            output_names=encoder_output_names(model.config.decoder_layers),
+            dynamic_axes=encoder_dynamic_axes(model.config.decoder_layers),
             opset_version=opset,
             do_constant_folding=True,
         )
@@ -215,10 +215,9 @@ def _select_graph(encoder: Path, dst: Path) -> None:
     for value in inputs:
         tensor = value.type.tensor_type
         dims = [d.dim_param or d.dim_value for d in tensor.shape.dim]
-        axis = 0 if value.name == "src_mask" else 1
-        dims[axis] = "kept"
+        dims[0] = "kept"  # every encoder output is batch-major
         outputs.append(helper.make_tensor_value_info(f"kept_{value.name}", tensor.elem_type, dims))
-        nodes.append(helper.make_node("Gather", [value.name, "keep"], [f"kept_{value.name}"], axis=axis))
+        nodes.append(helper.make_node("Gather", [value.name, "keep"], [f"kept_{value.name}"], axis=0))
     keep = helper.make_tensor_value_info("keep", TensorProto.INT64, ["kept"])
     graph = helper.make_graph(nodes, "select", [*inputs, keep], outputs)
     model = helper.make_model(graph, opset_imports=list(source.opset_import))

@@ -14,25 +14,27 @@ import torch
 from torch import Tensor, nn
 
 from service.bundle import cache_names
-from training.model import DecoderLayer, MultiHeadAttention, Transformer
+from training.model import DecoderLayer, FeedForward, MultiHeadAttention, Transformer
 
 ENCODER_INPUTS = ["src_ids"]
-ENCODER_OUTPUTS = ["cross_k", "cross_v", "src_mask"]
-DECODER_INPUTS = ["tokens", "step", "reorder", "cross_k", "cross_v", "src_mask", "k"]
-"""Fixed inputs; the self-attention cache follows, one tensor per layer: past_k_0, past_v_0, past_k_1, ..."""
+DECODER_INPUTS = ["tokens", "step", "reorder", "src_mask", "k"]
+"""Fixed inputs; the cross-attention keys/values follow (cross_k_0, cross_v_0, ...), then the self-attention
+cache, one tensor per layer: past_k_0, past_v_0, past_k_1, ..."""
 DECODER_OUTPUTS = ["topk_logprobs", "topk_ids", "attention"]
 """Fixed outputs; the new cache follows: present_k_0, present_v_0, present_k_1, ..."""
 
-ENCODER_DYNAMIC_AXES = {
-    "src_ids": {0: "batch", 1: "src_len"},
-    "cross_k": {1: "batch", 3: "src_len"},
-    "cross_v": {1: "batch", 3: "src_len"},
-    "src_mask": {0: "batch", 1: "src_len"},
-}
+
+def encoder_output_names(layers: int) -> list[str]:
+    return ["src_mask", *cache_names("cross", layers)]
+
+
+def encoder_dynamic_axes(layers: int) -> dict[str, dict[int, str]]:
+    axes = {"src_ids": {0: "batch", 1: "src_len"}, "src_mask": {0: "batch", 1: "src_len"}}
+    return axes | {name: {0: "batch", 2: "src_len"} for name in cache_names("cross", layers)}
 
 
 def decoder_input_names(layers: int) -> list[str]:
-    return DECODER_INPUTS + cache_names("past", layers)
+    return DECODER_INPUTS + cache_names("cross", layers) + cache_names("past", layers)
 
 
 def decoder_output_names(layers: int) -> list[str]:
@@ -43,13 +45,13 @@ def decoder_dynamic_axes(layers: int) -> dict[str, dict[int, str]]:
     axes: dict[str, dict[int, str]] = {
         "tokens": {0: "batch", 1: "hyps"},
         "reorder": {0: "rows"},
-        "cross_k": {1: "batch", 3: "src_len"},
-        "cross_v": {1: "batch", 3: "src_len"},
         "src_mask": {0: "batch", 1: "src_len"},
         "topk_logprobs": {0: "batch", 1: "hyps", 2: "k"},
         "topk_ids": {0: "batch", 1: "hyps", 2: "k"},
         "attention": {0: "batch", 1: "hyps", 2: "src_len"},
     }
+    for name in cache_names("cross", layers):
+        axes[name] = {0: "batch", 2: "src_len"}
     for name in cache_names("past", layers):
         axes[name] = {0: "past_rows", 2: "step"}
     for name in cache_names("present", layers):
@@ -61,21 +63,31 @@ def decoder_layers(model: Transformer) -> list[DecoderLayer]:
     return [cast(DecoderLayer, layer) for layer in model.decoder_layers]
 
 
+def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
+    """``layer(x)`` for 2-D rows, traced as MatMul + Add rather than Gemm: onnxruntime fuses the pair into one
+    Gemm when it loads an fp32 graph, and dynamic int8 quantization only quantizes MatMul, not Gemm."""
+    out = x @ layer.weight.t()
+    return out if layer.bias is None else out + layer.bias
+
+
 class EncoderGraph(nn.Module):
-    """src_ids (B, S) -> cross_k, cross_v (layers, B, heads, S, d_head) and src_mask (B, S), True at padding."""
+    """src_ids (B, S) -> src_mask (B, S), True at padding, then per decoder layer its cross-attention keys
+    and values, each (B, heads, S, d_head): cross_k_0, cross_v_0, cross_k_1, ...
+
+    One tensor per layer, not a stacked (layers, ...) one: slicing a layer out of a stacked input is a copy
+    inside onnxruntime, which profiling showed to cost 9 % of every decoder step (docs/profile-decode.md).
+    """
 
     def __init__(self, model: Transformer):
         super().__init__()
         self.model = model
 
-    def forward(self, src_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, src_ids: Tensor) -> tuple[Tensor, ...]:
         memory = self.model.encode(src_ids)
-        keys, values = [], []
+        cross: list[Tensor] = []
         for layer in decoder_layers(self.model):
-            k, v = layer.cross_attn.project_kv(memory)
-            keys.append(k)
-            values.append(v)
-        return torch.stack(keys), torch.stack(values), src_ids == self.model.config.pad_id
+            cross.extend(layer.cross_attn.project_kv(memory))
+        return (src_ids == self.model.config.pad_id, *cross)
 
 
 class DecoderStep(nn.Module):
@@ -85,6 +97,10 @@ class DecoderStep(nn.Module):
     says which row of the previous cache each hypothesis continues, so beam selection never moves the cache
     through the host. Cross-attention K/V stay one per sentence: the hypotheses of a sentence are query rows
     against its keys, (B, heads, hyps, d_head) @ (B, heads, d_head, S).
+
+    The computation is the model's (its weights, ``attend``, its residual blocks), written on 2-D
+    (rows, d_model) activations so every projection is one GEMM; tokens the search may never produce (padding,
+    BOS) get a -inf bias folded into the output bias instead of a scatter over the logits.
     """
 
     def __init__(self, model: Transformer, attention_layer: int = -1):
@@ -94,53 +110,56 @@ class DecoderStep(nn.Module):
         if not -layers <= attention_layer < layers:
             raise ValueError(f"attention_layer={attention_layer} is outside the {layers} decoder layers")
         self.attention_layer = attention_layer % layers
+        bias = model.final_logits_bias.detach().clone()
+        bias[[model.config.pad_id, model.config.bos_id]] = float("-inf")  # as Transformer.next_token_logprobs
+        self.register_buffer("search_bias", bias, persistent=False)
 
     def forward(
-        self,
-        tokens: Tensor,
-        step: Tensor,
-        reorder: Tensor,
-        cross_k: Tensor,
-        cross_v: Tensor,
-        src_mask: Tensor,
-        k: Tensor,
-        *past: Tensor,
+        self, tokens: Tensor, step: Tensor, reorder: Tensor, src_mask: Tensor, k: Tensor, *memory: Tensor
     ) -> tuple[Tensor, ...]:
-        """``past`` is the cache as (k, v) per layer, each (rows, heads, step, d_head). One tensor per layer,
-        not a stacked (layers, ...) one: slicing and restacking a stacked cache copies it twice more per
-        step, which profiling showed to cost a third of the decoder's time (docs/profile-decode.md)."""
+        """``memory`` is the encoder's cross K/V per layer (cross_k_0, cross_v_0, ...), then the self-attention
+        cache per layer (past_k_0, past_v_0, ...), each (rows, heads, step, d_head)."""
         model = self.model
+        layers = decoder_layers(model)
+        cross, past = memory[: 2 * len(layers)], memory[2 * len(layers) :]
         batch, hyps = tokens.size(0), tokens.size(1)
-        d_model = model.config.d_model
-        x = model.decoder_embed(tokens.reshape(-1, 1), offset=step)  # (rows, 1, d_model)
+        rows, d_model = batch * hyps, model.config.d_model
+        heads, d_head = model.config.n_heads, d_model // model.config.n_heads
+        x = model.decoder_embed(tokens.reshape(-1, 1), offset=step).reshape(rows, d_model)
         memory_mask = src_mask[:, None, None, :]
         present: list[Tensor] = []
         attention: list[Tensor] = []
-        for i, layer in enumerate(decoder_layers(model)):
+        for i, layer in enumerate(layers):
 
             def self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
-                q = attn.split_heads(attn.q_proj(h))
-                k_new, v_new = attn.project_kv(h)
+                q = _linear(h, attn.q_proj).reshape(rows, heads, 1, d_head)
+                k_new = _linear(h, attn.k_proj).reshape(rows, heads, 1, d_head)
+                v_new = _linear(h, attn.v_proj).reshape(rows, heads, 1, d_head)
                 keys = torch.cat([past[2 * i].index_select(0, reorder), k_new], dim=2)
                 values = torch.cat([past[2 * i + 1].index_select(0, reorder), v_new], dim=2)
                 present.extend((keys, values))
                 out, _ = attn.attend(q, keys, values, None)  # the newest token may see every cached one
-                return attn.merge_heads(out)
+                return _linear(out.reshape(rows, d_model), attn.out_proj)
 
             def cross_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.cross_attn) -> Tensor:
-                q = attn.split_heads(attn.q_proj(h))  # (B, hyps, d) -> (B, heads, hyps, d_head)
-                out, weights = attn.attend(q, cross_k[i], cross_v[i], memory_mask)
+                q = _linear(h, attn.q_proj).reshape(batch, hyps, heads, d_head).transpose(1, 2)
+                out, weights = attn.attend(q, cross[2 * i], cross[2 * i + 1], memory_mask)
                 if i == self.attention_layer:
                     attention.append(weights.mean(dim=1))
-                return attn.merge_heads(out)  # (B, hyps, d_model)
+                return _linear(out.transpose(1, 2).reshape(rows, d_model), attn.out_proj)
+
+            def feed_forward(h: Tensor, ffn: FeedForward = layer.ffn) -> Tensor:
+                return _linear(ffn.activation(_linear(h, ffn.fc1)), ffn.fc2)
 
             x = layer.self_attn_norm(x, self_attention)
-            x = layer.cross_attn_norm(x.reshape(batch, hyps, d_model), cross_attention)
-            x = layer.ffn_norm(x, layer.ffn).reshape(-1, 1, d_model)
-        logits = model.logits(model.decoder_norm(x)).reshape(batch, hyps, -1)
-        # k stays a tensor so that the traced graph takes it as an input, not a constant
-        top_lp, top_ids = model.next_token_logprobs(logits).topk(k, dim=-1)  # type: ignore[arg-type]
-        return (top_lp, top_ids, attention[0].float(), *present)
+            x = layer.cross_attn_norm(x, cross_attention)
+            x = layer.ffn_norm(x, feed_forward)
+        weight = model.embed_tokens.weight if model.output_proj is None else model.output_proj.weight
+        logits = (model.decoder_norm(x) @ weight.t() + self.search_bias).float()
+        # k stays a tensor so that the traced graph takes it as an input, not a constant. (Top-k logits
+        # minus a log-sum-exp would write less, but onnxruntime's ReduceLogSumExp is 10x slower than LogSoftmax.)
+        top_lp, top_ids = logits.log_softmax(dim=-1).topk(k, dim=-1)  # type: ignore[arg-type]
+        return (top_lp.reshape(batch, hyps, -1), top_ids.reshape(batch, hyps, -1), attention[0].float(), *present)
 
 
 def encoder_example(model: Transformer, batch: int = 2, src_len: int = 5) -> tuple[Tensor]:
@@ -158,16 +177,14 @@ def decoder_example(
     cfg = model.config
     heads, d_head = cfg.n_heads, cfg.d_model // cfg.n_heads
     rows = batch * hyps
-    cross = torch.randn(cfg.decoder_layers, batch, heads, src_len, d_head)
     src_mask = torch.zeros(batch, src_len, dtype=torch.bool)
     src_mask[0, -2:] = True
     return (
         torch.randint(4, cfg.vocab_size, (batch, hyps)),
         torch.tensor(step, dtype=torch.long),
         torch.randperm(rows),
-        cross,
-        cross.clone(),
         src_mask,
         torch.tensor(min(4, cfg.vocab_size), dtype=torch.long),
+        *(torch.randn(batch, heads, src_len, d_head) for _ in range(2 * cfg.decoder_layers)),
         *(torch.randn(rows, heads, step, d_head) for _ in range(2 * cfg.decoder_layers)),
     )

@@ -82,9 +82,10 @@ def compare(
     rng = random.Random(seed)
     float_type = _NUMPY_TYPES[next(i.type for i in decoder.get_inputs() if i.name == "past_k_0")]
     src = source_tensor(model, sources)
-    cross_k, cross_v, src_mask = encoder.run(None, {"src_ids": src.numpy()})
-    ref_k, ref_v, ref_mask = EncoderGraph(model)(src)
-    cross_diff = max(_diff(cross_k, ref_k), _diff(cross_v, ref_v))
+    src_mask, *cross = encoder.run(None, {"src_ids": src.numpy()})
+    ref_mask, *ref_cross = EncoderGraph(model)(src)
+    cross_diff = max(_diff(ours, ref) for ours, ref in zip(cross, ref_cross, strict=True))
+    cross_in = dict(zip(cache_names("cross", cfg.decoder_layers), cross, strict=True))
     if not np.array_equal(src_mask, ref_mask.numpy()):
         raise AssertionError("the encoder's src_mask differs from PyTorch's padding mask")
     memory = model.encode(src)
@@ -117,9 +118,8 @@ def compare(
                     "tokens": tokens,
                     "step": np.array(step, dtype=np.int64),
                     "reorder": reorder,
-                    "cross_k": cross_k,
-                    "cross_v": cross_v,
                     "src_mask": src_mask,
+                    **cross_in,
                     "k": np.array(k, dtype=np.int64),
                     **dict(zip(cache_in, cache, strict=True)),
                 },

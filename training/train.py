@@ -24,9 +24,10 @@ from tqdm import tqdm
 
 from service.tokenizer import Tokenizer
 from training import checkpoint
+from training.cached_decode import cached_greedy
 from training.config import Config, dump_toml
 from training.data import Example, encode_pairs, read_pairs, token_batches
-from training.decode import greedy, strip_eos
+from training.decode import strip_eos
 from training.model import Transformer, count_parameters, label_smoothed_nll
 
 log = logging.getLogger("training")
@@ -107,10 +108,9 @@ def evaluate_dev(
     hyps: list[str] = []
     for start in range(0, n, 64):
         sources = [s for s, _ in dev[start : min(n, start + 64)]]
-        # Early models rarely stop by themselves and the reference decoder recomputes every prefix:
-        # a tight cap keeps dev evaluation from eating the training budget.
+        # Early models rarely stop by themselves: a tight cap keeps dev evaluation from eating the budget.
         lens = [min(cfg.model.max_positions, int(1.5 * len(s)) + 5) for s in sources]
-        outs = greedy(model, sources, lens)
+        outs = cached_greedy(model, sources, lens)
         hyps += [tokenizer.decode(strip_eos(o.tokens, cfg.model.eos_id)) for o in outs]
     refs = dev_refs[:n]
     model.train()

@@ -74,3 +74,70 @@ def test_beam_one_is_greedy() -> None:
     )
     assert best.tokens == [A, A, A]
     assert stepper.shapes == [(1, 1)] * 3
+
+
+class TreeStepper:
+    """Next-token log-probabilities drawn at random per prefix (seeded by the prefix), so each hypothesis
+    sees its own distribution; tracks prefixes through ``reorder`` exactly as the cache rows move."""
+
+    def __init__(self, sentences: int, vocab: int, seed: int, eos_bias: float):
+        self.rows: list[tuple[int, ...]] = [(seed, s) for s in range(sentences)]
+        self.vocab, self.eos_bias = vocab, eos_bias
+        self.steps = 0
+
+    def step(self, tokens: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
+        batch, hyps = tokens.shape
+        self.rows = [(*self.rows[r], int(t)) for r, t in zip(reorder, tokens.reshape(-1), strict=True)]
+        self.steps += batch  # sentence-steps: a sentence that leaves early saves its remaining ones
+        logits = np.stack([np.random.default_rng(abs(hash(row))).normal(0, 2, self.vocab) for row in self.rows])
+        logits[:, [PAD, BOS]] = -np.inf
+        logits[:, EOS] += self.eos_bias
+        logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        ids = np.argsort(-logp, axis=1, kind="stable")[:, :k]
+        top = np.take_along_axis(logp, ids, axis=1).astype(np.float32)
+        return top.reshape(batch, hyps, k), ids.reshape(batch, hyps, k), np.zeros((batch, hyps, 3), np.float32)
+
+    def keep(self, sentences: np.ndarray) -> None:
+        pass  # rows of finished sentences are simply never named by reorder again
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6, 1.0, 2.0])
+@pytest.mark.parametrize("n_best", [1, 2])
+def test_early_stop_changes_no_output(length_penalty: float, n_best: int) -> None:
+    saved = 0
+    for seed in range(12):
+        eos_bias = [0.0, 2.0, 4.0][seed % 3]
+        runs = {}
+        for early in (False, True):
+            stepper = TreeStepper(4, 12, seed, eos_bias)
+            out = search(
+                stepper,
+                [3] * 4,
+                [6, 9, 12, 15],
+                beam_size=3,
+                length_penalty=length_penalty,
+                n_best=n_best,
+                vocab_size=12,
+                bos_id=BOS,
+                eos_id=EOS,
+                early_stop=early,
+            )
+            runs[early] = (out, stepper.steps)
+        (plain, plain_steps), (early_out, early_steps) = runs[False], runs[True]
+        for a, b in zip(plain, early_out, strict=True):
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            assert [h.score for h in a] == [h.score for h in b]
+        assert early_steps <= plain_steps
+        saved += plain_steps - early_steps
+    if n_best == 1:  # with n_best 2 of beam 3 the bound rarely beats the beam filling up; with 1 it does
+        assert saved > 0
+
+
+def test_early_stop_leaves_once_nothing_alive_can_win() -> None:
+    # EOS 0.9 from the start: [EOS] scores log 0.9; the runner-up A (0.05) can at best reach log(0.05) / 10.
+    stepper = ScriptedStepper([[1e-9, 0.05, 1e-9, 0.9, 0.05]])
+    [[best]] = search(
+        stepper, [1], [10], beam_size=2, length_penalty=1.0, n_best=1, vocab_size=5, bos_id=BOS, eos_id=EOS
+    )
+    assert best.tokens == [EOS]
+    assert stepper.shapes == [(1, 1)]  # without the bound a second step would fill the beam

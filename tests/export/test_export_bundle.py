@@ -44,12 +44,14 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
     layers, heads, d_head = arch["decoder_layers"], arch["n_heads"], arch["d_head"]
     enc, dec = graphs["encoder"], graphs["decoder"]
     assert enc["inputs"]["src_ids"] == {"dtype": "int64", "shape": ["batch", "src_len"]}
-    assert enc["outputs"]["cross_k"]["shape"] == [layers, "batch", heads, "src_len", d_head]
+    assert enc["outputs"]["src_mask"] == {"dtype": "bool", "shape": ["batch", "src_len"]}
     for i in range(layers):
         for kv in ("k", "v"):
+            assert enc["outputs"][f"cross_{kv}_{i}"]["shape"] == ["batch", heads, "src_len", d_head]
+            assert dec["inputs"][f"cross_{kv}_{i}"]["shape"] == ["batch", heads, "src_len", d_head]
             assert dec["inputs"][f"past_{kv}_{i}"]["shape"] == ["past_rows", heads, "step", d_head]
             assert dec["outputs"][f"present_{kv}_{i}"]["shape"] == ["rows", heads, "step_plus_1", d_head]
-    assert f"past_k_{layers}" not in dec["inputs"] and "past_k" not in dec["inputs"]
+    assert f"past_k_{layers}" not in dec["inputs"] and "past_k" not in dec["inputs"] and "cross_k" not in dec["inputs"]
     assert dec["inputs"]["k"] == {"dtype": "int64", "shape": []}
     assert dec["inputs"]["step"] == {"dtype": "int64", "shape": []}
     assert dec["inputs"]["reorder"]["shape"] == ["rows"]
@@ -59,7 +61,7 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
 
     # Run once with shapes unlike the tracing example: batch 1, hyps 5 from 1 row, src_len 9, step 0.
     encoder, decoder = _sessions(tiny_bundle)
-    cross_k, cross_v, mask = encoder.run(None, {"src_ids": np.array([[5] * 8 + [3]], dtype=np.int64)})
+    mask, *cross = encoder.run(None, {"src_ids": np.array([[5] * 8 + [3]], dtype=np.int64)})
     past = np.zeros((1, heads, 0, d_head), dtype=np.float32)
     lp, ids, attn, *cache = decoder.run(
         None,
@@ -68,9 +70,8 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
             "step": np.array(0, dtype=np.int64),
             **{name: past for name in cache_names("past", layers)},
             "reorder": np.zeros(5, dtype=np.int64),
-            "cross_k": cross_k,
-            "cross_v": cross_v,
             "src_mask": mask,
+            **dict(zip(cache_names("cross", layers), cross, strict=True)),
             "k": np.array(7, dtype=np.int64),
         },
     )
