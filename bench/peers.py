@@ -129,6 +129,14 @@ class Worker:
         return out
 
 
+def paired_ratios(row: dict[str, Any], ours: str, peer: str) -> list[float]:
+    """Our tokens/s over the peer's, once per repeat (same repeat = adjacent in time)."""
+    a, b = row["systems"][ours], row["systems"][peer]
+    tokens_a = a["tokens_per_s"] * statistics.median(a["seconds"])
+    tokens_b = b["tokens_per_s"] * statistics.median(b["seconds"])
+    return [(tokens_a / ta) / (tokens_b / tb) for ta, tb in zip(a["seconds"], b["seconds"], strict=True)]
+
+
 def worker_main(system: str, work: Path, threads: int) -> None:
     worker = Worker(system, work, threads)
     print(json.dumps({"ready": True}), flush=True)
@@ -367,9 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     ratios = ["| beam | batch | " + " | ".join(f"{o} / {p}" for o in ours for p in peers) + " |"]
     ratios.append("|---:|---:|" + "---:|" * (len(ours) * len(peers)))
     for r in rows:
-        cells = [
-            f"{r['systems'][o]['tokens_per_s'] / r['systems'][p]['tokens_per_s']:.2f}x" for o in ours for p in peers
-        ]
+        cells = []
+        for o in ours:
+            for p in peers:
+                pairs = paired_ratios(r, o, p)
+                r.setdefault("ratios", {})[f"{o}/{p}"] = pairs
+                cells.append(f"{statistics.median(pairs):.2f}x ({min(pairs):.2f}-{max(pairs):.2f})")
         ratios.append(f"| {r['beam']} | {r['batch']} | " + " | ".join(cells) + " |")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -387,7 +398,9 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *table,
             "",
-            "Our throughput as a ratio to each peer's:",
+            "Our throughput as a ratio to each peer's: the median over the repeats of the ratio within a repeat "
+            "(the two runs of a pair are minutes apart at most, so drift of the machine cancels better than in a "
+            "ratio of medians), and in brackets the lowest and highest of those per-repeat ratios:",
             "",
             *ratios,
             "",

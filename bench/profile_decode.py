@@ -9,7 +9,9 @@ inside it the time spent in ``run_with_iobinding`` of each graph (wrapped, so th
 Python bookkeeping: building inputs, ranking candidates, growing hypotheses); (2) onnxruntime's own
 profiler, summed per op type for the decoder step graph; (3) cProfile's top functions by own time; (4) the
 beam search's output-preserving early stop off and on, alternated ``--repeats`` times (median seconds, and
-whether every best hypothesis is the same). Writes OUT.md and OUT.json.
+whether every best hypothesis is the same); (5) the GEMM kernels themselves: onnxruntime's (MLAS) against
+numpy's BLAS on the shapes of the decoder step's products (MatMul + bias, same threads, alternated), which
+says how much of the remaining time is the kernels rather than the graph. Writes OUT.md and OUT.json.
 """
 
 from __future__ import annotations
@@ -63,6 +65,63 @@ def decode_all(engine: Engine, ids: list[list[int]], batch: int, options: Decode
     for lo in range(0, len(ids), batch):
         tokens += sum(len(t.best.token_ids) for t in engine.translate_ids(ids[lo : lo + batch], options))
     return tokens
+
+
+def numpy_blas() -> str:
+    import numpy as np
+
+    try:
+        info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[func-returns-value]
+        return f"{info.get('name', '?')} {info.get('version', '')}".strip()
+    except Exception:  # older numpy: no dict mode
+        return "BLAS"
+
+
+def gemm_shapes(arch: dict[str, Any], rows: int) -> list[tuple[str, int, int, int]]:
+    """(name, M, K, N) of the decoder step's products at ``rows`` hypotheses."""
+    d, ff, vocab = arch["d_model"], arch["d_ff"], arch["vocab_size"]
+    return [
+        ("output projection", rows, d, vocab),
+        ("self-attention q/k/v", rows, d, 3 * d),
+        ("feed-forward in", rows, d, ff),
+        ("feed-forward out", rows, ff, d),
+    ]
+
+
+def gemm_compare(m: int, k: int, n: int, threads: int, repeats: int) -> tuple[float, float]:
+    """Median seconds of x @ W + b in onnxruntime and in numpy, alternated."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+        "gemm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["m", k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m", n])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    times: dict[str, list[float]] = {"ort": [], "numpy": []}
+    calls = 20
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(calls):
+            session.run(None, {"x": x})
+        times["ort"].append((time.perf_counter() - started) / calls)
+        started = time.perf_counter()
+        for _ in range(calls):
+            x @ weight + bias
+        times["numpy"].append((time.perf_counter() - started) / calls)
+    return statistics.median(times["ort"]), statistics.median(times["numpy"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,11 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     same = sum(a == b for a, b in zip(best[False], best[True], strict=True))
 
     arch = engine.manifest["architecture"]
+    # 5. GEMM kernels (numpy's BLAS threads follow OPENBLAS_NUM_THREADS / OMP_NUM_THREADS; set them to --threads)
+    gemms: list[dict[str, Any]] = []
+    for name, m, k, n in gemm_shapes(arch, args.batch * args.beam):
+        ort_s, numpy_s = gemm_compare(m, k, n, args.threads, max(3, args.repeats))
+        gemms.append({"name": name, "m": m, "k": k, "n": n, "ort_s": ort_s, "numpy_s": numpy_s})
     setup = (
         f"{engine.manifest['name']} {engine.manifest['version']} ({engine.manifest['export']['dtype']}, quantize "
         f"{engine.manifest['export']['quantize']}), d{arch['d_model']} {arch['encoder_layers']}+"
         f"{arch['decoder_layers']} layers, vocab {arch['vocab_size']}; {len(ids)} sentences of {args.input}, "
-        f"batch {args.batch}, beam {args.beam}, length cap {args.max_length}, {args.threads} threads, onnxruntime {ort.__version__}"
+        f"batch {args.batch}, beam {args.beam}, length cap {args.max_length}, {args.threads} threads, "
+        f"onnxruntime {ort.__version__}"
     )
     md = [
         "# Where decoding time goes",
@@ -178,6 +243,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{early_off:.2f} s vs {early_on:.2f} s, {early_off / early_on:.2f}x; best hypothesis identical for "
         f"{same}/{len(ids)} sentences.",
         "",
+        "GEMM kernels at the decoder step's shapes (x @ W + b, fp32, "
+        f"{args.threads} threads, median of alternated runs): onnxruntime {ort.__version__} vs numpy's BLAS "
+        f"({numpy_blas()}):",
+        "",
+        "| product | M x K x N | onnxruntime ms | GFLOP/s | numpy ms | GFLOP/s | onnxruntime / numpy time |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *[
+            f"| {g['name']} | {g['m']} x {g['k']} x {g['n']} | {1000 * g['ort_s']:.2f} "
+            f"| {2 * g['m'] * g['k'] * g['n'] / g['ort_s'] / 1e9:.0f} | {1000 * g['numpy_s']:.2f} "
+            f"| {2 * g['m'] * g['k'] * g['n'] / g['numpy_s'] / 1e9:.0f} | {g['ort_s'] / g['numpy_s']:.2f} |"
+            for g in gemms
+        ],
+        "",
         "cProfile, top functions by own time:",
         "",
         "```",
@@ -198,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 "graph_calls": calls,
                 "decoder_ops_us": dict(per_op),
                 "early_stop_s": {"off": seconds[False], "on": seconds[True], "identical": same},
+                "gemm": gemms,
             },
             indent=2,
         )

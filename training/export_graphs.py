@@ -8,13 +8,14 @@ computes; the tensor contract is in docs/bundle.md.
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import torch
 from torch import Tensor, nn
 
 from service.bundle import cache_names
-from training.model import DecoderLayer, FeedForward, MultiHeadAttention, Transformer
+from training.model import DecoderLayer, EncoderLayer, FeedForward, MultiHeadAttention, Transformer
 
 ENCODER_INPUTS = ["src_ids"]
 DECODER_INPUTS = ["tokens", "step", "reorder", "src_mask", "k"]
@@ -70,12 +71,24 @@ def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
     return out if layer.bias is None else out + layer.bias
 
 
+def _linears(x: Tensor, layers: list[nn.Linear]) -> list[Tensor]:
+    """``[layer(x) for layer in layers]`` as one GEMM over the concatenated weights (folded into one constant
+    at export), then a split: one larger product is faster than several small ones on the same rows."""
+    weight = torch.cat([layer.weight for layer in layers])
+    bias = torch.cat(
+        [layer.bias if layer.bias is not None else layer.weight.new_zeros(len(layer.weight)) for layer in layers]
+    )
+    return list((x @ weight.t() + bias).split([len(layer.weight) for layer in layers], dim=-1))
+
+
 class EncoderGraph(nn.Module):
     """src_ids (B, S) -> src_mask (B, S), True at padding, then per decoder layer its cross-attention keys
     and values, each (B, heads, S, d_head): cross_k_0, cross_v_0, cross_k_1, ...
 
     One tensor per layer, not a stacked (layers, ...) one: slicing a layer out of a stacked input is a copy
     inside onnxruntime, which profiling showed to cost 9 % of every decoder step (docs/profile-decode.md).
+    The encoder is ``Transformer.encode`` (its embeddings, weights, ``attend`` and residual blocks) written on
+    2-D (B*S, d_model) rows like ``DecoderStep``, so its projections become fused Gemms too.
     """
 
     def __init__(self, model: Transformer):
@@ -83,11 +96,33 @@ class EncoderGraph(nn.Module):
         self.model = model
 
     def forward(self, src_ids: Tensor) -> tuple[Tensor, ...]:
-        memory = self.model.encode(src_ids)
-        cross: list[Tensor] = []
-        for layer in decoder_layers(self.model):
-            cross.extend(layer.cross_attn.project_kv(memory))
-        return (src_ids == self.model.config.pad_id, *cross)
+        model = self.model
+        batch, length = src_ids.size(0), src_ids.size(1)
+        rows, d_model = batch * length, model.config.d_model
+        heads, d_head = model.config.n_heads, d_model // model.config.n_heads
+        pad_mask = model.source_pad_mask(src_ids)
+
+        def split(x: Tensor) -> Tensor:  # (B*S, d_model) -> (B, heads, S, d_head)
+            return x.reshape(batch, length, heads, d_head).transpose(1, 2)
+
+        x = model.encoder_embed(src_ids).reshape(rows, d_model)
+        for layer in cast(list[EncoderLayer], list(model.encoder_layers)):
+
+            def self_attention(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
+                q, k, v = (split(t) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
+                out, _ = attn.attend(q, k, v, pad_mask)
+                return _linear(out.transpose(1, 2).reshape(rows, d_model), attn.out_proj)
+
+            x = layer.self_attn_norm(x, self_attention)
+            x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))
+        memory = model.encoder_norm(x)
+        projections = [p for layer in decoder_layers(model) for p in (layer.cross_attn.k_proj, layer.cross_attn.v_proj)]
+        cross = [split(t) for t in _linears(memory, projections)]
+        return (src_ids == model.config.pad_id, *cross)
+
+
+def _feed_forward(h: Tensor, ffn: FeedForward) -> Tensor:
+    return _linear(ffn.activation(_linear(h, ffn.fc1)), ffn.fc2)
 
 
 class DecoderStep(nn.Module):
@@ -132,9 +167,9 @@ class DecoderStep(nn.Module):
         for i, layer in enumerate(layers):
 
             def self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
-                q = _linear(h, attn.q_proj).reshape(rows, heads, 1, d_head)
-                k_new = _linear(h, attn.k_proj).reshape(rows, heads, 1, d_head)
-                v_new = _linear(h, attn.v_proj).reshape(rows, heads, 1, d_head)
+                q, k_new, v_new = (
+                    t.reshape(rows, heads, 1, d_head) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                )
                 keys = torch.cat([past[2 * i].index_select(0, reorder), k_new], dim=2)
                 values = torch.cat([past[2 * i + 1].index_select(0, reorder), v_new], dim=2)
                 present.extend((keys, values))
@@ -148,12 +183,9 @@ class DecoderStep(nn.Module):
                     attention.append(weights.mean(dim=1))
                 return _linear(out.transpose(1, 2).reshape(rows, d_model), attn.out_proj)
 
-            def feed_forward(h: Tensor, ffn: FeedForward = layer.ffn) -> Tensor:
-                return _linear(ffn.activation(_linear(h, ffn.fc1)), ffn.fc2)
-
             x = layer.self_attn_norm(x, self_attention)
             x = layer.cross_attn_norm(x, cross_attention)
-            x = layer.ffn_norm(x, feed_forward)
+            x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))
         weight = model.embed_tokens.weight if model.output_proj is None else model.output_proj.weight
         logits = (model.decoder_norm(x) @ weight.t() + self.search_bias).float()
         # k stays a tensor so that the traced graph takes it as an input, not a constant. (Top-k logits
