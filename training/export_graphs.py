@@ -111,7 +111,7 @@ class EncoderGraph(nn.Module):
             def self_attention(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 q, k, v = (split(t) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
                 out, _ = attn.attend(q, k, v, pad_mask)
-                return _linear(out.transpose(1, 2).reshape(rows, d_model), attn.out_proj)
+                return _linear(out.transpose(1, 2).reshape(-1, d_model), attn.out_proj)
 
             x = layer.self_attn_norm(x, self_attention)
             x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))
@@ -158,9 +158,11 @@ class DecoderStep(nn.Module):
         layers = decoder_layers(model)
         cross, past = memory[: 2 * len(layers)], memory[2 * len(layers) :]
         batch, hyps = tokens.size(0), tokens.size(1)
-        rows, d_model = batch * hyps, model.config.d_model
+        d_model = model.config.d_model
         heads, d_head = model.config.n_heads, d_model // model.config.n_heads
-        x = model.decoder_embed(tokens.reshape(-1, 1), offset=step).reshape(rows, d_model)
+        # Reshapes use -1 for the row count wherever they can: a traced dynamic size is a chain of Shape,
+        # Gather, Unsqueeze and Concat nodes per use, and every node costs a few microseconds per step.
+        x = model.decoder_embed(tokens.reshape(-1, 1), offset=step).reshape(-1, d_model)
         memory_mask = src_mask[:, None, None, :]
         present: list[Tensor] = []
         attention: list[Tensor] = []
@@ -168,20 +170,20 @@ class DecoderStep(nn.Module):
 
             def self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 q, k_new, v_new = (
-                    t.reshape(rows, heads, 1, d_head) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                    t.reshape(-1, heads, 1, d_head) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj])
                 )
                 keys = torch.cat([past[2 * i].index_select(0, reorder), k_new], dim=2)
                 values = torch.cat([past[2 * i + 1].index_select(0, reorder), v_new], dim=2)
                 present.extend((keys, values))
                 out, _ = attn.attend(q, keys, values, None)  # the newest token may see every cached one
-                return _linear(out.reshape(rows, d_model), attn.out_proj)
+                return _linear(out.reshape(-1, d_model), attn.out_proj)
 
             def cross_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.cross_attn) -> Tensor:
-                q = _linear(h, attn.q_proj).reshape(batch, hyps, heads, d_head).transpose(1, 2)
+                q = _linear(h, attn.q_proj).reshape(batch, -1, heads, d_head).transpose(1, 2)
                 out, weights = attn.attend(q, cross[2 * i], cross[2 * i + 1], memory_mask)
                 if i == self.attention_layer:
                     attention.append(weights.mean(dim=1))
-                return _linear(out.transpose(1, 2).reshape(rows, d_model), attn.out_proj)
+                return _linear(out.transpose(1, 2).reshape(-1, d_model), attn.out_proj)
 
             x = layer.self_attn_norm(x, self_attention)
             x = layer.cross_attn_norm(x, cross_attention)
