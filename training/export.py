@@ -11,6 +11,7 @@ fails when they differ by more than the tolerance. The bundle format is document
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -262,21 +263,33 @@ def _to_int8(src: Path, dst: Path) -> None:
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        src,
-        dst,
-        weight_type=QuantType.QInt8,
-        per_channel=False,
-        reduce_range=True,  # 7-bit weights: no saturation in AVX2's u8 x s8 products (no VNNI)
-        op_types_to_quantize=["MatMul", "Gemm"],
-        extra_options={"MatMulConstBOnly": True},
-    )
+    # onnxruntime's symbolic shape inference, when it gives up on a graph, leaves sym_shape_infer_temp.onnx
+    # and its external-data files in the working directory: keep them out of the user's.
+    with contextlib.chdir(src.parent):  # the fp32 scratch directory, deleted after the export
+        quantize_dynamic(
+            src.resolve(),
+            dst.resolve(),
+            weight_type=QuantType.QInt8,
+            per_channel=False,
+            reduce_range=True,  # 7-bit weights: no saturation in AVX2's u8 x s8 products (no VNNI)
+            op_types_to_quantize=["MatMul", "Gemm"],
+            extra_options={"MatMulConstBOnly": True},
+        )
 
 
-def _sessions(bundle: Path) -> tuple[ort.InferenceSession, ort.InferenceSession]:
+def _parity_providers(mode: str) -> list[str]:
+    """fp16 graphs are checked on the GPU when onnxruntime has a usable one (that is where they run);
+    everything else on the CPU, the reference platform of the tolerances."""
+    if mode == "fp16":
+        from service.engine import choose_providers
+
+        return choose_providers("auto")
+    return ["CPUExecutionProvider"]
+
+
+def _sessions(bundle: Path, providers: list[str]) -> tuple[ort.InferenceSession, ort.InferenceSession]:
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    providers = ["CPUExecutionProvider"]
     return (
         ort.InferenceSession(str(bundle / ENCODER_FILE), options, providers=providers),
         ort.InferenceSession(str(bundle / DECODER_FILE), options, providers=providers),
@@ -293,7 +306,7 @@ def _parity(
     tolerance: float,
 ) -> dict[str, Any]:
     try:
-        encoder, decoder = _sessions(bundle)
+        encoder, decoder = _sessions(bundle, _parity_providers(mode))
     except Exception as err:  # onnxruntime raises its own exception types
         if mode != "fp16":
             raise
@@ -311,7 +324,7 @@ def _parity(
             raise
         log.warning("parity check skipped: onnxruntime cannot run the fp16 graphs on CPU: %s", err)
         return {"skipped": f"onnxruntime CPU cannot run fp16 graphs: {str(err)[:200]}"}
-    result: dict[str, Any] = {"tolerance": tolerance, "provider": "CPUExecutionProvider"}
+    result: dict[str, Any] = {"tolerance": tolerance, "provider": decoder.get_providers()[0]}
     for kind, report in reports.items():
         result[kind] = report.to_dict()
         log.info(

@@ -115,12 +115,15 @@ def test_parity_gate_fails_the_export_above_tolerance(tiny_checkpoint: Path, tin
 
 
 def test_int8_export_via_cli_records_scores_and_translates(
-    tiny_checkpoint: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path
+    tiny_checkpoint: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from service.engine import Engine
     from service.translation import DecodeOptions
     from training.cli import main
 
+    cwd = tmp_path / "cwd"  # onnxruntime's quantizer may drop scratch files into the working directory
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     out = tmp_path / "int8"
     code = main(
         [
@@ -140,6 +143,7 @@ def test_int8_export_via_cli_records_scores_and_translates(
         ]
     )
     assert code == 0
+    assert not list(cwd.iterdir()), f"the export left files in the working directory: {list(cwd.iterdir())}"
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["export"]["quantize"] == "int8" and manifest["scores"] == {"bleu": 12.5}
     assert manifest["export"]["parity"]["real"]["top1_agreement"] > 0.8

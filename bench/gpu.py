@@ -1,0 +1,170 @@
+"""Decoding on an NVIDIA GPU: one checkpoint exported fp32 and fp16, on onnxruntime's CUDA provider, beside
+the same machine's CPU, in one run.
+
+    python bench/gpu.py --checkpoint CKPT [--input data/en-de/test.tsv] [--sentences 256]
+                        [--batch-sizes 1,8,32,128] [--beams 1,4] [--repeats 3] [--max-length 128]
+                        [--cpu-threads 0] [--out docs/bench-gpu]
+
+Needs onnxruntime-gpu with a usable CUDA provider (CUDA 13 and cuDNN 9 libraries) and torch for the export.
+The systems are run alternately (cuda-fp32, cuda-fp16, cpu-fp32, then again) ``--repeats`` times per
+configuration; the figures are medians: target tokens/s (generated pieces, EOS not counted) and sentences/s,
+their ratio to cpu-fp32 on the same machine, and the share of best outputs identical to cuda-fp32's (what
+fp16, and the CPU's exact fp32 against the GPU's TF32, change). Writes OUT.md and OUT.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import onnxruntime as ort  # noqa: E402
+
+from service.engine import Engine, EngineError  # noqa: E402
+from service.translation import DecodeOptions  # noqa: E402
+
+SYSTEMS = ("cuda-fp32", "cuda-fp16", "cpu-fp32")
+
+
+def read_sources(path: Path, n: int) -> list[str]:
+    lines = [line.split("\t", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    sources = [line for line in lines if line]
+    if not sources:
+        raise SystemExit(f"{path}: no source sentences")
+    return (sources * (n // len(sources) + 1))[:n]
+
+
+def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
+    outputs: list[list[int]] = []
+    started = time.perf_counter()
+    for start in range(0, len(sources), batch):
+        outputs += [t.best.token_ids for t in engine.translate_ids(sources[start : start + batch], options)]
+    return time.perf_counter() - started, outputs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="a training checkpoint (python -m training train)")
+    parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"))
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--batch-sizes", default="1,8,32,128")
+    parser.add_argument("--beams", default="1,4")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-length", type=int, default=128, help="length cap in pieces, EOS included")
+    parser.add_argument("--cpu-threads", type=int, default=0, help="CPU engine threads (0: onnxruntime's default)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-gpu"))
+    args = parser.parse_args(argv)
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise SystemExit(f"onnxruntime {ort.__version__} has no CUDA provider: install onnxruntime-gpu")
+    from training.export import export_bundle  # torch: only the export needs it
+
+    work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
+    engines: dict[str, Engine] = {}
+    for dtype in ("fp32", "fp16"):
+        print(f"exporting {dtype} ...", flush=True)
+        export_bundle(args.checkpoint, work / dtype, dtype=dtype)
+    try:
+        engines["cuda-fp32"] = Engine.load(work / "fp32", provider="cuda")
+        engines["cuda-fp16"] = Engine.load(work / "fp16", provider="cuda")
+    except EngineError as err:
+        raise SystemExit(f"CUDA provider unusable: {err}") from err
+    engines["cpu-fp32"] = Engine.load(work / "fp32", provider="cpu", threads=args.cpu_threads)
+
+    texts = read_sources(Path(args.input), args.sentences)
+    sources = [engines["cuda-fp32"].tokenize(t) for t in texts]
+    for engine in engines.values():  # first-call allocations and cuDNN/cuBLAS set-up out of the timings
+        decode(engine, sources[:8], DecodeOptions(beam_size=4, max_length=args.max_length), 8)
+
+    rows: list[dict[str, Any]] = []
+    for beam in [int(b) for b in args.beams.split(",")]:
+        for batch in [int(b) for b in args.batch_sizes.split(",")]:
+            options = DecodeOptions(beam_size=beam, max_length=args.max_length)
+            seconds: dict[str, list[float]] = {s: [] for s in SYSTEMS}
+            outputs: dict[str, list] = {}
+            for _ in range(args.repeats):
+                for system in SYSTEMS:
+                    elapsed, outputs[system] = decode(engines[system], sources, options, batch)
+                    seconds[system].append(elapsed)
+            tokens = {s: sum(len(o) for o in outputs[s]) for s in SYSTEMS}
+            for system in SYSTEMS:
+                median = statistics.median(seconds[system])
+                same = sum(a == b for a, b in zip(outputs[system], outputs["cuda-fp32"], strict=True))
+                rows.append(
+                    {
+                        "beam": beam,
+                        "batch": batch,
+                        "system": system,
+                        "seconds": [round(s, 4) for s in seconds[system]],
+                        "tokens_per_s": tokens[system] / median,
+                        "sentences_per_s": len(sources) / median,
+                        "identical_to_cuda_fp32": same / len(sources),
+                    }
+                )
+            cpu = next(r for r in rows if r["beam"] == beam and r["batch"] == batch and r["system"] == "cpu-fp32")
+            for row in rows[-len(SYSTEMS) :]:
+                row["vs_cpu"] = row["tokens_per_s"] / cpu["tokens_per_s"]
+                print(
+                    f"beam {beam} batch {batch:>4} {row['system']:>9}: {row['tokens_per_s']:8.0f} tok/s "
+                    f"{row['sentences_per_s']:7.1f} sent/s  x{row['vs_cpu']:.2f} vs cpu  "
+                    f"identical {row['identical_to_cuda_fp32']:.0%}",
+                    flush=True,
+                )
+
+    meta = {
+        "command": "python bench/gpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "onnxruntime": ort.__version__,
+        "python": platform.python_version(),
+        "gpu": _gpu_name(),
+        "cpus": __import__("os").cpu_count(),
+        "sentences": len(sources),
+        "max_length": args.max_length,
+        "repeats": args.repeats,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
+    lines = [
+        f"# Decoding on the GPU ({meta['gpu']})",
+        "",
+        f"`{meta['command']}`: onnxruntime {meta['onnxruntime']}, {meta['sentences']} sentences, "
+        f"max length {meta['max_length']}, median of {meta['repeats']} alternated runs; cpu-fp32 is the same "
+        f"machine's {meta['cpus']} CPU cores.",
+        "",
+        "| beam | batch | system | target tok/s | sentences/s | vs cpu-fp32 | identical to cuda-fp32 |",
+        "|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['beam']} | {r['batch']} | {r['system']} | {r['tokens_per_s']:.0f} | {r['sentences_per_s']:.1f} | "
+            f"{r['vs_cpu']:.2f}x | {r['identical_to_cuda_fp32']:.0%} |"
+        )
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    return 0
+
+
+def _gpu_name() -> str:
+    import subprocess
+
+    try:
+        name = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        name = ""
+    return name or "unknown GPU"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
