@@ -132,7 +132,12 @@ def report(args: argparse.Namespace) -> None:
             row[key] = _at(evals, steps, key)
         rows.append(row)
     out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps({"base_steps": args.base_steps, "rows": rows}, indent=2) + "\n")
+    curves = {
+        name: [json.loads(line) for line in (Path(args.root) / "gpu" / slug(name) / "evals.jsonl").open()]
+        for name in VARIANTS
+    }
+    record = {"base_steps": args.base_steps, "rows": rows, "cpu_cost": costs, "dev_curves": curves}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = [
         "| variant | CPU step cost | steps in the budget | dev loss | dev BLEU | dev chrF |",
         "|---|---:|---:|---:|---:|---:|",
@@ -167,6 +172,37 @@ def report(args: argparse.Namespace) -> None:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+    plot(args, costs, out.with_suffix(".png"))
+
+
+def plot(args: argparse.Namespace, costs: dict[str, Any], path: Path) -> None:
+    """Dev loss and chrF against 2-core CPU minutes (steps x cost / the baseline's steps per minute)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return
+    per_minute = args.base_steps / args.budget_minutes
+    fig, (loss_ax, chrf_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    for name in VARIANTS:
+        lines = (Path(args.root) / "gpu" / slug(name) / "evals.jsonl").read_text(encoding="utf-8").splitlines()
+        evals = [json.loads(line) for line in lines]
+        minutes = [e["step"] * costs[name]["step_cost_vs_base"] / per_minute for e in evals]
+        loss_ax.plot(minutes, [e["dev_loss"] for e in evals], label=name)
+        chrf_ax.plot(minutes, [e["dev_chrf"] for e in evals], label=name)
+    for ax, label in ((loss_ax, "dev loss (nats/token)"), (chrf_ax, "dev chrF (greedy, 150 sentences)")):
+        ax.axvline(args.budget_minutes, color="grey", linestyle=":")
+        ax.set_xlabel("minutes of 2-core CPU time (equivalent)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    chrf_ax.legend()
+    fig.suptitle("Model size at equal CPU budget (16k vocabulary; trained on a GPU at CPU-equivalent steps)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 def main() -> None:
