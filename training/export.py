@@ -264,11 +264,13 @@ def _to_int8(src: Path, dst: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # onnxruntime's symbolic shape inference, when it gives up on a graph, leaves sym_shape_infer_temp.onnx
-    # and its external-data files in the working directory: keep them out of the user's.
+    # and its external-data files in the working directory: keep them out of the user's. Paths are made
+    # absolute before the chdir: a relative output path must mean the same directory after it.
+    src, dst = src.resolve(), dst.resolve()
     with contextlib.chdir(src.parent):  # the fp32 scratch directory, deleted after the export
         quantize_dynamic(
-            src.resolve(),
-            dst.resolve(),
+            src,
+            dst,
             weight_type=QuantType.QInt8,
             per_channel=False,
             reduce_range=True,  # 7-bit weights: no saturation in AVX2's u8 x s8 products (no VNNI)

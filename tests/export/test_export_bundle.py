@@ -124,12 +124,12 @@ def test_int8_export_via_cli_records_scores_and_translates(
     cwd = tmp_path / "cwd"  # onnxruntime's quantizer may drop scratch files into the working directory
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    out = tmp_path / "int8"
+    out = cwd / "int8"
     code = main(
         [
             "export",
             str(tiny_checkpoint),
-            str(out),
+            "int8",  # relative to the working directory, as users type it
             "--quantize",
             "int8",
             "--name",
@@ -143,7 +143,8 @@ def test_int8_export_via_cli_records_scores_and_translates(
         ]
     )
     assert code == 0
-    assert not list(cwd.iterdir()), f"the export left files in the working directory: {list(cwd.iterdir())}"
+    left = sorted(p.name for p in cwd.iterdir())
+    assert left == ["int8"], f"the export left files in the working directory: {left}"
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["export"]["quantize"] == "int8" and manifest["scores"] == {"bleu": 12.5}
     assert manifest["export"]["parity"]["real"]["top1_agreement"] > 0.8
