@@ -63,7 +63,9 @@ async def closed_loop(
                 sent += 1
                 started = time.perf_counter()
                 try:
-                    r = await client.post("/translate", json={"text": text, "beam_size": beam})
+                    r = await client.post(
+                        "/translate", json={"text": text, "beam_size": beam, "no_repeat_ngram_size": 0}
+                    )
                     if r.status_code == 200:
                         latencies.append(time.perf_counter() - started)
                     else:

@@ -10,6 +10,13 @@ both produce the same hypotheses token for token:
 * hypotheses reaching the sentence's ``max_len`` tokens are finished as they are;
 * a sentence is done when it holds ``beam`` finished hypotheses or none alive; it then leaves the batch.
 
+With ``no_repeat_ngram`` n > 0 a hypothesis may not repeat an n-gram of pieces: a token that would end an
+n-gram it already holds gets log-probability -inf (no renormalisation), EOS excepted; the proposals are
+then its ``k`` best allowed tokens. The graph returns only a top-k, so each step asks it for ``k`` plus the
+most tokens any hypothesis has banned: the allowed ones among those always include its ``k`` best, and the
+walk never needs more than ``beam + 1`` of them, so the result is exactly that of the rules on the full
+distribution (``tests/engine/test_beam_search_unit.py`` checks it against a brute-force search).
+
 One more exit, which changes no output: a sentence also leaves as soon as its ``n_best`` best finished
 hypotheses provably beat everything its alive ones can still become (``early_stop``). Log-probabilities are
 at most 0, so a hypothesis with score ``s`` after ``t`` tokens can at best finish at
@@ -77,6 +84,7 @@ def search(
     eos_id: int,
     with_attention: bool = False,
     early_stop: bool = True,
+    no_repeat_ngram: int = 0,
 ) -> list[list[Finished]]:
     """The ``n_best`` best finished hypotheses of each sentence, best first.
 
@@ -85,6 +93,8 @@ def search(
     """
     if beam_size < 1 or n_best < 1:
         raise ValueError(f"beam_size={beam_size} and n_best={n_best} must both be at least 1")
+    if no_repeat_ngram < 0:
+        raise ValueError(f"no_repeat_ngram={no_repeat_ngram} must be 0 (off) or more")
     k = min(2 * beam_size, vocab_size)
     alive = [[_Alive([], 0.0, [], [], row=i)] for i in range(len(max_lens))]
     finished: list[list[Finished]] = [[] for _ in max_lens]
@@ -105,7 +115,12 @@ def search(
         tokens = np.array(token_rows, dtype=np.int64)
         scores = np.array(score_rows, dtype=np.float64)
         reorder = np.array(reorder_list, dtype=np.int64)
-        top_lp, top_ids, attention = stepper.step(tokens, reorder, k)
+        banned = (
+            [[banned_tokens(h.tokens, no_repeat_ngram) for h in alive[s]] for s in active] if no_repeat_ngram else None
+        )
+        extra = max((len(b) for rows in banned for b in rows), default=0) if banned else 0
+        top_lp, top_ids, attention = stepper.step(tokens, reorder, min(k + extra, vocab_size))
+        width = top_ids.shape[2]
         candidates = scores[:, :, None] + top_lp.astype(np.float64)
         # Stable sort on the negated score = the reference's sort: ties keep (hypothesis, rank) order.
         ranking = np.argsort(-candidates.reshape(len(active), -1), axis=1, kind="stable")
@@ -116,11 +131,13 @@ def search(
             parents = alive[s]
             grown: list[_Alive] = []
             for flat in ranked[b]:
-                i, r = divmod(flat, k)
+                i, r = divmod(flat, width)
                 if i >= len(parents):
                     break  # padding rows score -inf and sort last: the real proposals are used up
                 parent = parents[i]
                 token = ids_l[b][i][r]
+                if banned is not None and token in banned[b][i]:
+                    continue
                 lps = [*parent.token_logprobs, lp_l[b][i][r]]
                 rows = (
                     [*parent.attention, attention[b, i, : source_lengths[s] + 1]]
@@ -153,6 +170,19 @@ def search(
     for outputs in finished:
         outputs.sort(key=lambda o: -o.score)
     return [outputs[:n_best] for outputs in finished]
+
+
+def banned_tokens(tokens: list[int], n: int) -> set[int]:
+    """Tokens that would complete an n-gram ``tokens`` already holds (EOS is never among ``tokens``)."""
+    if n < 1 or len(tokens) < n - 1:
+        return set()
+    if n == 1:
+        return set(tokens)
+    tail = tokens[len(tokens) - n + 1 :]
+    first = tail[0]
+    return {
+        tokens[j + n - 1] for j in range(len(tokens) - n + 1) if tokens[j] == first and tokens[j : j + n - 1] == tail
+    }
 
 
 def _settled(finished: list[Finished], alive: list[_Alive], n_best: int, max_len: int, length_penalty: float) -> bool:

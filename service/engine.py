@@ -279,6 +279,7 @@ class Engine:
             bos_id=self.bos_id,
             eos_id=self.eos_id,
             with_attention=options.return_attention,
+            no_repeat_ngram=options.no_repeat_ngram_size,
         )
 
     def _translation(
@@ -330,6 +331,8 @@ def _check_options(options: DecodeOptions) -> None:
         problems.append(f"max_length={options.max_length} must be at least 1")
     if not math.isfinite(options.length_penalty):
         problems.append(f"length_penalty={options.length_penalty} must be a finite number")
+    if options.no_repeat_ngram_size < 0:
+        problems.append(f"no_repeat_ngram_size={options.no_repeat_ngram_size} must be 0 (off) or more")
     if not math.isfinite(options.max_length_ratio) or options.max_length_ratio < 0:
         problems.append(f"max_length_ratio={options.max_length_ratio} must be a number >= 0")
     if problems:

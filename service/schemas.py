@@ -61,6 +61,14 @@ class TranslateRequest(BaseModel):
         le=5,
         description="Scores are log-probability / length ** length_penalty; 0 favours short ones.",
     )
+    no_repeat_ngram_size: int | None = Field(
+        None,
+        ge=0,
+        le=16,
+        description="Never repeat a sequence of this many target pieces within one translation, "
+        'which stops a weak model looping ("mit einer Matrix mit einer Matrix"); 0 turns it off '
+        "(default: the server's MT_NO_REPEAT_NGRAM_SIZE).",
+    )
     return_attention: bool = Field(
         False,
         description="Add attention maps and word alignments, for the text and for each sentence.",
@@ -92,7 +100,8 @@ class TranslateRequest(BaseModel):
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
 
-    def options(self) -> DecodeOptions:
+    def options(self, default_no_repeat_ngram_size: int = 0) -> DecodeOptions:
+        no_repeat = self.no_repeat_ngram_size
         return DecodeOptions(
             beam_size=self.beam_size,
             length_penalty=self.length_penalty,
@@ -100,6 +109,7 @@ class TranslateRequest(BaseModel):
             max_length_ratio=self.max_length_ratio if self.max_length_ratio is not None else _DEFAULTS.max_length_ratio,
             n_best=self.n_best,
             return_attention=self.return_attention,
+            no_repeat_ngram_size=default_no_repeat_ngram_size if no_repeat is None else no_repeat,
         )
 
 

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE
+
 Provider = Literal["auto", "cpu", "cuda"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -50,6 +52,14 @@ class Settings(BaseSettings):
         30.0,
         gt=0,
         description="A request unanswered after this long gets 504; its queued work is dropped.",
+    )
+
+    no_repeat_ngram_size: int = Field(
+        DEFAULT_NO_REPEAT_NGRAM_SIZE,
+        ge=0,
+        le=16,
+        description="Requests that do not say otherwise never repeat an n-gram of this many target "
+        "pieces within a translation; 0 turns the guard off (docs/service.md).",
     )
 
     max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+DEFAULT_NO_REPEAT_NGRAM_SIZE = 0
+"""The server's default guard against repeated n-grams (``MT_NO_REPEAT_NGRAM_SIZE``); docs/service.md
+has the measurement it was chosen by."""
+
 
 @dataclass(frozen=True)
 class DecodeOptions:
@@ -19,6 +23,8 @@ class DecodeOptions:
     """Cap relative to the source: at most ``ratio * source_pieces + 10`` pieces."""
     n_best: int = 1
     return_attention: bool = False
+    no_repeat_ngram_size: int = 0
+    """Forbid repeating any n-gram of target pieces within a hypothesis (0: off); see service/beam_search.py."""
 
     def max_steps(self, source_len: int, model_max: int) -> int:
         """Number of pieces a hypothesis may reach for a source of ``source_len`` pieces."""

@@ -63,7 +63,15 @@ def _average(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate
 
-    scores = evaluate(args.checkpoint, args.test, args.hypotheses, args.beam, args.length_penalty, limit=args.limit)
+    scores = evaluate(
+        args.checkpoint,
+        args.test,
+        args.hypotheses,
+        args.beam,
+        args.length_penalty,
+        limit=args.limit,
+        no_repeat_ngram=args.no_repeat_ngram,
+    )
     print(json.dumps(scores, indent=2))
     return 0
 
@@ -71,7 +79,14 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _evaluate_bundle(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate_bundle
 
-    results = evaluate_bundle(args.bundle, args.tests, args.beam, threads=args.threads, hypotheses_dir=args.hypotheses)
+    results = evaluate_bundle(
+        args.bundle,
+        args.tests,
+        args.beam,
+        threads=args.threads,
+        hypotheses_dir=args.hypotheses,
+        no_repeat_ngram=args.no_repeat_ngram,
+    )
     print(json.dumps(results, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
@@ -156,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--length-penalty", type=float, default=1.0)
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
+    p.add_argument(
+        "--no-repeat-ngram", type=int, default=0, metavar="N", help="forbid repeated n-grams of N pieces (0: off)"
+    )
     p.set_defaults(func=_evaluate)
 
     p = sub.add_parser(
@@ -170,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--hypotheses", help="directory for the translations, one .hyp file per test file")
     p.add_argument("--json", help="also write the scores to this JSON file")
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=int,
+        default=None,
+        metavar="N",
+        help="forbid repeated n-grams of N pieces (0: off; default: the server's default)",
+    )
     p.set_defaults(func=_evaluate_bundle)
 
     for name in PLUGINS:

@@ -76,7 +76,7 @@ class TrainConfig:
     keep_last: int = 5
     log_every: int = 100
     seed: int = 1
-    amp: bool = True  # mixed precision on GPU only
+    amp: bool = True  # mixed precision: fp16/bf16 on GPU, bf16 on CPUs with native bf16 (AMX / AVX512-BF16)
     threads: int = 0  # torch intra-op threads on CPU, 0 = torch's default
 
 

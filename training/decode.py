@@ -12,6 +12,8 @@ They define the search that the service's ONNX engine must reproduce exactly:
 * hypotheses that reach ``max_len`` tokens without EOS are finished as they are;
 * a sentence is done once it has ``beam`` finished hypotheses or none alive; the ``n_best`` best
   finished ones are returned. Beam 1 is greedy search.
+* with ``no_repeat_ngram`` n > 0, a token that would end an n-gram the hypothesis already holds gets
+  log-probability -inf before the proposals are taken (no renormalisation; EOS is never banned).
 """
 
 from __future__ import annotations
@@ -49,9 +51,27 @@ def next_logprobs(model: Transformer, memory: Tensor, src: Tensor, prefixes: Ten
     return model.next_token_logprobs(logits[:, -1])
 
 
+def ban_repeats(logp: Tensor, hypotheses: list[list[int]], n: int, eos_id: int) -> Tensor:
+    """``logp`` (H, V) with -inf on every token that would repeat an n-gram of its hypothesis."""
+    if n < 1:
+        return logp
+    logp = logp.clone()
+    for row, tokens in enumerate(hypotheses):
+        grams = {tuple(tokens[j : j + n]) for j in range(len(tokens) - n + 1)}
+        context = tuple(tokens[len(tokens) - n + 1 :]) if n > 1 else ()
+        for gram in grams:
+            if gram[:-1] == context and gram[-1] != eos_id:
+                logp[row, gram[-1]] = float("-inf")
+    return logp
+
+
 @torch.no_grad()
 def greedy(
-    model: Transformer, batch: list[list[int]], max_lens: list[int], length_penalty: float = 1.0
+    model: Transformer,
+    batch: list[list[int]],
+    max_lens: list[int],
+    length_penalty: float = 1.0,
+    no_repeat_ngram: int = 0,
 ) -> list[Output]:
     """Batched greedy search; identical to beam_search with beam 1."""
     model.eval()
@@ -63,6 +83,7 @@ def greedy(
     done = [False] * len(batch)
     for step in range(max(max_lens)):
         logp = next_logprobs(model, memory, src, prefixes)
+        logp = ban_repeats(logp, [o.tokens for o in outputs], no_repeat_ngram, cfg.eos_id)
         best_lp, best = logp.max(dim=-1)
         for i in range(len(batch)):
             if done[i]:
@@ -89,6 +110,7 @@ def beam_search(
     max_len: int,
     length_penalty: float = 1.0,
     n_best: int = 1,
+    no_repeat_ngram: int = 0,
 ) -> list[Output]:
     """Beam search for one sentence, following the rules in this module's docstring."""
     model.eval()
@@ -105,6 +127,7 @@ def beam_search(
         prefixes = torch.tensor([[cfg.bos_id] + t for t, _, _ in alive], dtype=torch.long)
         n = len(alive)
         logp = next_logprobs(model, memory.expand(n, -1, -1), src.expand(n, -1), prefixes)
+        logp = ban_repeats(logp, [t for t, _, _ in alive], no_repeat_ngram, cfg.eos_id)
         top_lp, top_ids = logp.topk(min(2 * beam_size, logp.size(-1)), dim=-1)
         candidates = [(alive[i][1] + float(top_lp[i, r]), i, r) for i in range(n) for r in range(top_lp.size(1))]
         candidates.sort(key=lambda c: -c[0])

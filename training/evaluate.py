@@ -22,6 +22,7 @@ def evaluate(
     length_penalty: float = 1.0,
     batch_size: int = 32,
     limit: int = 0,
+    no_repeat_ngram: int = 0,
 ) -> dict[str, float]:
     import sacrebleu
 
@@ -39,11 +40,16 @@ def evaluate(
     with torch.no_grad():
         if beam_size == 1:
             for start in tqdm(range(0, len(sources), batch_size), desc="translate", unit="batch"):
-                outs = greedy(model, sources[start : start + batch_size], max_lens[start : start + batch_size])
+                outs = greedy(
+                    model,
+                    sources[start : start + batch_size],
+                    max_lens[start : start + batch_size],
+                    no_repeat_ngram=no_repeat_ngram,
+                )
                 hyps += [tokenizer.decode(strip_eos(o.tokens, eos)) for o in outs]
         else:
             for src, max_len in tqdm(list(zip(sources, max_lens, strict=True)), desc="translate", unit="sent"):
-                best = beam_search(model, src, beam_size, max_len, length_penalty)[0]
+                best = beam_search(model, src, beam_size, max_len, length_penalty, no_repeat_ngram=no_repeat_ngram)[0]
                 hyps.append(tokenizer.decode(strip_eos(best.tokens, eos)))
     refs = [t for _, t in pairs]
     if hypotheses_out:
@@ -62,15 +68,18 @@ def evaluate_bundle(
     batch_size: int = 32,
     threads: int = 0,
     hypotheses_dir: str | Path | None = None,
+    no_repeat_ngram: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """Score an exported bundle through the service's own engine, one result per test file."""
     import sacrebleu
 
     from service.engine import Engine
-    from service.translation import DecodeOptions
+    from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 
     engine = Engine.load(bundle, threads=threads)
-    options = DecodeOptions(beam_size=beam_size)
+    if no_repeat_ngram is None:  # the server's default
+        no_repeat_ngram = DEFAULT_NO_REPEAT_NGRAM_SIZE
+    options = DecodeOptions(beam_size=beam_size, no_repeat_ngram_size=no_repeat_ngram)
     results: dict[str, dict[str, float]] = {}
     for test_file in test_files:
         pairs = read_pairs(test_file)

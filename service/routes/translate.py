@@ -64,7 +64,9 @@ async def translate(body: TranslateRequest, request: Request, service: Service, 
         _check_attention(flat, model.engine.max_source_pieces, settings.max_attention_pieces)
     timeout = max(0.001, settings.request_timeout_s - (time.monotonic() - started))
     try:
-        translations = await service.batcher.translate(model.engine, flat, body.options(), timeout)
+        translations = await service.batcher.translate(
+            model.engine, flat, body.options(settings.no_repeat_ngram_size), timeout
+        )
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention, n_best=body.n_best)

@@ -141,3 +141,82 @@ def test_early_stop_leaves_once_nothing_alive_can_win() -> None:
     )
     assert best.tokens == [EOS]
     assert stepper.shapes == [(1, 1)]  # without the bound a second step would fill the beam
+
+
+def _brute_force(
+    seed: int, sentence: int, vocab: int, eos_bias: float, beam: int, max_len: int, n: int, length_penalty: float
+) -> list[tuple[list[int], float]]:
+    """The search rules on full distributions, one sentence, banned tokens at -inf: the reference."""
+
+    def logp(tokens: list[int]) -> np.ndarray:
+        rng = np.random.default_rng(abs(hash((seed, sentence, BOS, *tokens))))
+        logits = rng.normal(0, 2, vocab)
+        logits[[PAD, BOS]] = -np.inf
+        logits[EOS] += eos_bias
+        out = (logits - np.log(np.exp(logits).sum())).astype(np.float32).astype(np.float64)
+        seen = {tuple(tokens[j : j + n]) for j in range(len(tokens) - n + 1)}
+        for gram in seen:
+            if list(gram[:-1]) == tokens[len(tokens) - n + 1 :] or n == 1:
+                out[gram[-1]] = -np.inf
+        return out
+
+    alive: list[tuple[list[int], float]] = [([], 0.0)]
+    finished: list[tuple[list[int], float]] = []
+    for step in range(max_len):
+        proposals = []
+        for i, (tokens, score) in enumerate(alive):
+            lp = logp(tokens)
+            for r, token in enumerate(np.argsort(-lp, kind="stable")[: min(2 * beam, vocab)]):
+                proposals.append((score + lp[token], i, r, int(token)))
+        proposals.sort(key=lambda p: -p[0])  # stable: ties keep (hypothesis, rank) order
+        grown: list[tuple[list[int], float]] = []
+        for score, i, _, token in proposals:
+            tokens = [*alive[i][0], token]
+            if token == EOS:
+                finished.append((tokens, score / len(tokens) ** length_penalty))
+            else:
+                grown.append((tokens, score))
+                if len(grown) == beam:
+                    break
+        if step + 1 >= max_len:
+            finished += [(t, s / len(t) ** length_penalty) for t, s in grown]
+            grown = []
+        alive = grown
+        if len(finished) >= beam or not alive:
+            break
+    return sorted(finished, key=lambda f: -f[1])
+
+
+def _repeats(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[j : j + n]) for j in range(len(tokens) - n + 1) if EOS not in tokens[j : j + n]]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_equals_brute_force_on_full_distributions(n: int, beam: int) -> None:
+    vocab, sentences, max_lens, changed = 9, 3, [8, 10, 12], 0
+    for seed in range(10):
+        eos_bias = [-3.0, 0.0][seed % 2]  # a low EOS bias makes long hypotheses, where repeats appear
+        outputs = {}
+        for guard in (0, n):
+            outputs[guard] = search(
+                TreeStepper(sentences, vocab, seed, eos_bias),
+                [3] * sentences,
+                max_lens,
+                beam_size=beam,
+                length_penalty=0.6,
+                n_best=beam,
+                vocab_size=vocab,
+                bos_id=BOS,
+                eos_id=EOS,
+                no_repeat_ngram=guard,
+            )
+        for s in range(sentences):
+            expected = _brute_force(seed, s, vocab, eos_bias, beam, max_lens[s], n, 0.6)[:beam]
+            got = outputs[n][s]
+            assert [h.tokens for h in got] == [t for t, _ in expected]
+            np.testing.assert_allclose([h.score for h in got], [sc for _, sc in expected], rtol=1e-12)
+            assert not any(_repeats(h.tokens, n) for h in got)
+            changed += [h.tokens for h in got] != [h.tokens for h in outputs[0][s]]
+    assert changed > 0, "the random trees should repeat n-grams without the guard"

@@ -150,3 +150,24 @@ def test_attention_rows_sum_to_one_and_match_the_reference(
         assert len(alignment.weights) == len(alignment.target_words) == len(alignment.links)
         assert all(len(row) == len(alignment.source_words) for row in alignment.weights)
         assert all(0 <= link[0] < len(alignment.source_words) for link in alignment.links)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_no_repeat_ngram_equals_reference(
+    engine: Engine, model: Transformer, sources: list[list[int]], reference_beam: list[list[Output]], n: int
+) -> None:
+    options = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6, no_repeat_ngram_size=n)
+    got = _in_batches(engine, sources, options, 5)
+    changed = 0
+    for translation, source, plain in zip(got, sources, reference_beam, strict=True):
+        ref = beam_search(model, source, 4, _max_len(options, source, model), 0.6, 3, no_repeat_ngram=n)
+        _assert_same(translation, ref, engine.eos_id)
+        for hyp in translation.hypotheses:
+            grams = [tuple(hyp.token_ids[j : j + n]) for j in range(len(hyp.token_ids) - n + 1)]
+            assert len(grams) == len(set(grams)), f"{hyp.token_ids} repeats an {n}-gram"
+        changed += [h.token_ids for h in translation.hypotheses] != [strip_eos(o.tokens, engine.eos_id) for o in plain]
+    assert changed > 0, "some hypotheses of the tiny model repeat pieces; the guard must change them"
+    greedy_options = DecodeOptions(beam_size=1, no_repeat_ngram_size=n)
+    ref_greedy = greedy(model, sources, [_max_len(greedy_options, s, model) for s in sources], no_repeat_ngram=n)
+    for translation, ref_one in zip(engine.translate_ids(sources, greedy_options), ref_greedy, strict=True):
+        _assert_same(translation, [ref_one], engine.eos_id)

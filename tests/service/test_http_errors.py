@@ -55,6 +55,7 @@ def error(r: httpx.Response, status: int, code: str) -> str:
         ({"text": "a", "beam_size": 2, "n_best": 3}, "n_best (3) must not exceed beam_size (2)"),
         ({"text": "a", "beamsize": 2}, "beamsize: Extra inputs are not permitted"),
         ({"text": "a", "max_length_ratio": -1}, "max_length_ratio: Input should be greater than 0"),
+        ({"text": "a", "no_repeat_ngram_size": -1}, "no_repeat_ngram_size: Input should be greater than or equal"),
         ({"text": "a", "return_attention": "maybe"}, "return_attention: Input should be a valid"),
     ],
 )

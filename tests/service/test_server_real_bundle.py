@@ -85,6 +85,22 @@ def test_translates_and_batches_concurrent_requests_like_single_ones(real: Proce
     assert alone[0] == "GREEN BLUE RED"  # the tiny model learned to reverse and capitalise
 
 
+def test_no_repeat_ngram_size_reaches_the_search(real: ProcessServer, real_bundle: Path) -> None:
+    from service.engine import Engine
+    from service.translation import DecodeOptions
+
+    engine = Engine.load(real_bundle, provider="cpu", threads=1)
+    text = "gold gold gold gold gold gold gold gold"
+    got = {}
+    for n in (0, 1):
+        body = translate(real, text, no_repeat_ngram_size=n, split_sentences=False, return_scores=True)
+        expected = engine.translate([text], DecodeOptions(no_repeat_ngram_size=n))[0].best
+        assert body["translations"][0]["text"] == expected.text
+        got[n] = expected.pieces
+    assert len(set(got[1])) == len(got[1]), got[1]
+    assert got[0] != got[1], "the tiny model repeats pieces on this input; the guard must change that"
+
+
 def test_sentences_and_layout_survive(real: ProcessServer) -> None:
     out = translate(real, "red blue\n\ngold pink  ")["translations"][0]["text"]
     first, second = out.split("\n\n")

@@ -103,7 +103,7 @@ def test_openapi_documents_the_contract(shared_server: ThreadServer) -> None:
     assert {"/translate", "/healthz", "/readyz", "/metrics", "/model", "/admin/reload"} <= set(spec["paths"])
     schemas = spec["components"]["schemas"]
     request = schemas["TranslateRequest"]
-    for field in ("text", "beam_size", "n_best", "max_length", "max_length_ratio"):
+    for field in ("text", "beam_size", "n_best", "max_length", "max_length_ratio", "no_repeat_ngram_size"):
         assert request["properties"][field].get("description"), field
     assert request["examples"]
     assert {"attention", "alignment", "sentences"} <= set(schemas["TextTranslation"]["properties"])
