@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DEFAULT_NO_REPEAT_NGRAM_SIZE = 0
+DEFAULT_NO_REPEAT_NGRAM_SIZE = 3
 """The server's default guard against repeated n-grams (``MT_NO_REPEAT_NGRAM_SIZE``); docs/service.md
 has the measurement it was chosen by."""
 
