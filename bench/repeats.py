@@ -16,27 +16,19 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from service.engine import Engine  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
 from training.data import read_pairs  # noqa: E402
+from training.evaluate import translate_texts  # noqa: E402
 
 
 def repeats_words(text: str, n: int = 3) -> bool:
     words = text.split()
     grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
     return len(grams) != len(set(grams))
-
-
-def translate(engine: Engine, sources: list[str], options: DecodeOptions, batch: int) -> tuple[list[str], float]:
-    started = time.perf_counter()
-    out: list[str] = []
-    for start in range(0, len(sources), batch):
-        out += [t.best.text for t in engine.translate(sources[start : start + batch], options)]
-    return out, time.perf_counter() - started
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeats):
             for n in sizes:
                 options = DecodeOptions(beam_size=args.beam, no_repeat_ngram_size=n)
-                hyps[n], took = translate(engine, sources, options, args.batch)
+                hyps[n], took = translate_texts(engine, sources, options, args.batch)
                 seconds[n].append(took)
         for n in sizes:
             loops = sum(repeats_words(h) and not repeats_words(r) for h, r in zip(hyps[n], refs, strict=True))

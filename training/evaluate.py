@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -61,6 +62,20 @@ def evaluate(
     }
 
 
+def translate_texts(
+    engine: Any, texts: list[str], options: Any, batch_size: int = 32, desc: str | None = None
+) -> tuple[list[str], float]:
+    """Best translations of ``texts`` through a service ``Engine`` in batches, and the seconds spent
+    translating (tokenize + search + detokenize; the progress bar's own time excluded)."""
+    hyps: list[str] = []
+    seconds = 0.0
+    for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=desc is None):
+        started = time.perf_counter()
+        hyps += [t.best.text for t in engine.translate(texts[start : start + batch_size], options)]
+        seconds += time.perf_counter() - started
+    return hyps, seconds
+
+
 def evaluate_bundle(
     bundle: str | Path,
     test_files: list[str | Path],
@@ -83,13 +98,7 @@ def evaluate_bundle(
     results: dict[str, dict[str, float]] = {}
     for test_file in test_files:
         pairs = read_pairs(test_file)
-        hyps: list[str] = []
-        seconds = 0.0
-        for start in tqdm(range(0, len(pairs), batch_size), desc=Path(test_file).name, unit="batch"):
-            batch = [s for s, _ in pairs[start : start + batch_size]]
-            started = time.perf_counter()
-            hyps += [t.best.text for t in engine.translate(batch, options)]
-            seconds += time.perf_counter() - started
+        hyps, seconds = translate_texts(engine, [s for s, _ in pairs], options, batch_size, Path(test_file).name)
         refs = [t for _, t in pairs]
         if hypotheses_dir:
             out = Path(hypotheses_dir) / (Path(test_file).stem + ".hyp")
