@@ -1,0 +1,69 @@
+"""Training speed, float32 against bf16 autocast, on the recipe's real first batches: one line per mode.
+
+    python bench/train_precision.py float32     # then, in a separate process:
+    python bench/train_precision.py bf16
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=16384 python bench/train_precision.py bf16
+
+Builds the model and data of ``recipes/en-de-small.toml`` (needs data/en-de and runs/en-de/vocab), then
+trains ``--steps`` consecutive batches of epoch 0 (forward, label-smoothed loss, backward, Adam) and prints
+the cumulative target tokens/s after each third of them, and how many distinct batch shapes they held.
+Run each mode in its own process (oneDNN's kernel cache and the environment variable are per process),
+side by side on an otherwise idle machine; peak memory: prefix ``/usr/bin/time -f %M``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from training.config import load_config  # noqa: E402
+from training.data import token_batches  # noqa: E402
+from training.model import label_smoothed_nll  # noqa: E402
+from training.train import Trainer, collate  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=["float32", "bf16"])
+    p.add_argument("--config", default="recipes/en-de-small.toml")
+    p.add_argument("--steps", type=int, default=120)
+    args = p.parse_args(argv)
+    cfg = load_config("small", args.config)
+    trainer = Trainer(cfg, "/tmp/train-precision-run")  # nothing is written there
+    trainer.load_data()
+    trainer.build()
+    batches = token_batches(trainer.train, cfg.train.batch_tokens, cfg.train.seed, 0)[: args.steps]
+    data = [collate(trainer.train, b, cfg, trainer.device) for b in batches]
+    shapes = {(tuple(s.shape), tuple(t.shape)) for s, t, _ in data}
+    marks = {len(data) * i // 3 for i in (1, 2, 3)}
+    rates = []
+    started, tokens = time.perf_counter(), 0
+    for n, (src, tgt_in, tgt_out) in enumerate(data, start=1):
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = trainer.lr(n)  # the recipe's warm-up, as in training
+        trainer.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.mode == "bf16"):
+            logits = trainer.model(src, tgt_in)
+        count = int((tgt_out != cfg.model.pad_id).sum())
+        loss, _ = label_smoothed_nll(logits, tgt_out, cfg.train.label_smoothing, cfg.model.pad_id)
+        (loss / count).backward()
+        trainer.optimizer.step()
+        tokens += count
+        if n in marks:
+            rates.append(round(tokens / (time.perf_counter() - started)))
+    cache = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "default")
+    print(
+        f"{args.mode}: oneDNN cache {cache}, {len(data)} steps, {len(shapes)} distinct shapes, "
+        f"cumulative target tokens/s after each third: {rates}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
