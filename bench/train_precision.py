@@ -33,12 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("mode", choices=["float32", "bf16"])
     p.add_argument("--config", default="recipes/en-de-small.toml")
     p.add_argument("--steps", type=int, default=120)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. data.pad_multiple=8")
     args = p.parse_args(argv)
-    cfg = load_config("small", args.config)
+    cfg = load_config("small", args.config, args.set)
     trainer = Trainer(cfg, "/tmp/train-precision-run")  # nothing is written there
     trainer.load_data()
     trainer.build()
-    batches = token_batches(trainer.train, cfg.train.batch_tokens, cfg.train.seed, 0)[: args.steps]
+    batches = token_batches(trainer.train, cfg.train.batch_tokens, cfg.train.seed, 0, multiple=cfg.data.pad_multiple)[
+        : args.steps
+    ]
     data = [collate(trainer.train, b, cfg, trainer.device) for b in batches]
     shapes = {(tuple(s.shape), tuple(t.shape)) for s, t, _ in data}
     marks = {len(data) * i // 3 for i in (1, 2, 3)}
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             rates.append(round(tokens / (time.perf_counter() - started)))
     cache = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "default")
     print(
-        f"{args.mode}: oneDNN cache {cache}, {len(data)} steps, {len(shapes)} distinct shapes, "
+        f"{args.mode} {' '.join(args.set)}: oneDNN cache {cache}, {len(data)} steps, {len(shapes)} distinct shapes, "
         f"cumulative target tokens/s after each third: {rates}"
     )
     return 0

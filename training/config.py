@@ -56,6 +56,7 @@ class DataConfig:
     max_source_pieces: int = 128
     max_target_pieces: int = 128
     dev_bleu_sentences: int = 500
+    pad_multiple: int = 1  # pad batch widths to a multiple of this: fewer distinct shapes for oneDNN to compile
 
 
 @dataclass
@@ -89,13 +90,18 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def validate(self) -> None:
+        self.model.validate()
+        if self.data.pad_multiple < 1:
+            raise ConfigError(f"data.pad_multiple must be at least 1, got {self.data.pad_multiple}")
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Config:
         config = cls()
         for section, values in raw.items():
             for key, value in values.items():
                 _assign(config, section, key, value)
-        config.model.validate()
+        config.validate()
         return config
 
 
@@ -207,7 +213,7 @@ def load_config(
                 _assign(config, section, key, value)
     for text in overrides or []:
         _assign(config, *parse_override(text))
-    config.model.validate()
+    config.validate()
     return config
 
 

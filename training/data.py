@@ -168,11 +168,18 @@ def encode_pairs(tokenizer: object, pairs: list[Pair], max_source: int, max_targ
     return examples, too_long
 
 
+def padded_width(length: int, multiple: int) -> int:
+    """``length`` rounded up to a multiple of ``multiple`` (1: unchanged)."""
+    return -(-length // multiple) * multiple
+
+
 def token_batches(
-    examples: list[Example], batch_tokens: int, seed: int, epoch: int, pool: int = 100
+    examples: list[Example], batch_tokens: int, seed: int, epoch: int, pool: int = 100, multiple: int = 1
 ) -> list[list[int]]:
     """Index batches of at most ``batch_tokens`` padded tokens, grouping similar lengths.
 
+    With ``multiple`` > 1 widths count as rounded up to that multiple (what ``collate`` pads to) and the
+    examples of one rounded width are batched together, so most batches of a width have the same shape.
     Deterministic in (seed, epoch) so a resumed run sees the same batches in the same order.
     """
     rng = random.Random(seed * 100_003 + epoch)
@@ -183,12 +190,16 @@ def token_batches(
     for start in range(0, len(order), chunk):
         part = sorted(
             order[start : start + chunk],
-            key=lambda i: (len(examples[i][1]), len(examples[i][0])),
+            key=lambda i: (
+                padded_width(max(len(examples[i][0]), len(examples[i][1])) + 1, multiple),
+                len(examples[i][1]),
+                len(examples[i][0]),
+            ),
         )
         batch: list[int] = []
         width = 0
         for i in part:
-            size = max(len(examples[i][0]), len(examples[i][1])) + 1
+            size = padded_width(max(len(examples[i][0]), len(examples[i][1])) + 1, multiple)
             if batch and max(width, size) * (len(batch) + 1) > batch_tokens:
                 batches.append(batch)
                 batch, width = [], 0

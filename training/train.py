@@ -26,7 +26,7 @@ from service.tokenizer import Tokenizer
 from training import checkpoint
 from training.cached_decode import cached_greedy
 from training.config import Config, dump_toml
-from training.data import Example, encode_pairs, read_pairs, token_batches
+from training.data import Example, encode_pairs, padded_width, read_pairs, token_batches
 from training.decode import strip_eos
 from training.model import Transformer, count_parameters, label_smoothed_nll
 
@@ -79,11 +79,11 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def collate(
     examples: list[Example], indices: list[int], cfg: Config, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(src with EOS, decoder input BOS+y, decoder target y+EOS), right-padded."""
-    m = cfg.model
+    """(src with EOS, decoder input BOS+y, decoder target y+EOS), right-padded to ``data.pad_multiple``."""
+    m, multiple = cfg.model, cfg.data.pad_multiple
     rows = [examples[i] for i in indices]
-    src_w = max(len(s) for s, _ in rows) + 1
-    tgt_w = max(len(t) for _, t in rows) + 1
+    src_w = padded_width(max(len(s) for s, _ in rows) + 1, multiple)
+    tgt_w = padded_width(max(len(t) for _, t in rows) + 1, multiple)
     src = torch.full((len(rows), src_w), m.pad_id, dtype=torch.long)
     tgt_in = torch.full((len(rows), tgt_w), m.pad_id, dtype=torch.long)
     tgt_out = torch.full((len(rows), tgt_w), m.pad_id, dtype=torch.long)
@@ -108,7 +108,7 @@ def evaluate_dev(
 
     model.eval()
     total_nll, total_tokens = 0.0, 0
-    for indices in token_batches(dev, cfg.train.batch_tokens, seed=0, epoch=0):
+    for indices in token_batches(dev, cfg.train.batch_tokens, seed=0, epoch=0, multiple=cfg.data.pad_multiple):
         src, tgt_in, tgt_out = collate(dev, indices, cfg, device)
         logits = model(src, tgt_in)
         _, nll = label_smoothed_nll(logits, tgt_out, 0.0, cfg.model.pad_id)
@@ -264,7 +264,7 @@ class Trainer:
         t = self.cfg.train
         epoch, start = self.pos.epoch, self.pos.batch_in_epoch
         while True:
-            batches = token_batches(self.train, t.batch_tokens, t.seed, epoch)
+            batches = token_batches(self.train, t.batch_tokens, t.seed, epoch, multiple=self.cfg.data.pad_multiple)
             usable = len(batches) - len(batches) % self.world if self.world > 1 else len(batches)
             for b in range(start, usable, self.world):
                 yield epoch, b + self.world, batches[b + self.rank]

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from training.data import DataError, clean, prepare, read_parallel, read_tsv, token_batches
+from training.data import DataError, clean, padded_width, prepare, read_parallel, read_tsv, token_batches
 
 
 def test_tsv_with_wrong_column_count_names_file_and_line(tmp_path: Path) -> None:
@@ -66,3 +66,26 @@ def test_token_batches_cover_everything_once_and_respect_the_budget() -> None:
         assert width * len(b) <= 64 or len(b) == 1
     assert batches == token_batches(examples, 64, seed=3, epoch=0)
     assert batches != token_batches(examples, 64, seed=3, epoch=1)
+
+
+def test_padded_batches_respect_the_budget_at_padded_width_and_repeat_shapes() -> None:
+    examples = [([1] * (i % 37 + 1), [2] * (i * 7 % 29 + 1)) for i in range(2000)]
+    plain = token_batches(examples, batch_tokens=256, seed=3, epoch=0)
+    padded = token_batches(examples, batch_tokens=256, seed=3, epoch=0, multiple=8)
+    assert sorted(i for b in padded for i in b) == list(range(2000))
+
+    def shape(b: list[int], multiple: int) -> tuple[int, int, int]:
+        src = padded_width(max(len(examples[i][0]) for i in b) + 1, multiple)
+        tgt = padded_width(max(len(examples[i][1]) for i in b) + 1, multiple)
+        assert max(src, tgt) * len(b) <= 256 or len(b) == 1
+        return len(b), src, tgt
+
+    plain_shapes = {shape(b, 1) for b in plain}
+    padded_shapes = {shape(b, 8) for b in padded}
+    assert all(s % 8 == 0 and t % 8 == 0 for _, s, t in padded_shapes)
+    assert len(padded_shapes) * 3 < len(plain_shapes)
+
+
+def test_padded_width_rounds_up() -> None:
+    assert [padded_width(n, 8) for n in (1, 7, 8, 9, 16, 17)] == [8, 8, 8, 16, 16, 24]
+    assert [padded_width(n, 1) for n in (1, 5)] == [1, 5]

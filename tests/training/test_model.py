@@ -86,5 +86,24 @@ def test_bad_config_is_refused_with_the_offending_value() -> None:
         load_config("tiny", overrides=["model.n_heads=5"])
     with pytest.raises(ConfigError, match="unknown setting train.lrr"):
         load_config("tiny", overrides=["train.lrr=1"])
+    with pytest.raises(ConfigError, match="data.pad_multiple must be at least 1, got 0"):
+        load_config("tiny", overrides=["data.pad_multiple=0"])
     with pytest.raises(ConfigError, match="section.key=value"):
         parse_override("lr=1")
+
+
+def test_extra_padding_from_pad_multiple_does_not_change_the_loss() -> None:
+    from training.train import collate
+
+    plain, padded = load_config("tiny"), load_config("tiny", overrides=["data.pad_multiple=8"])
+    torch.manual_seed(0)
+    model = Transformer(plain.model).eval()
+    examples = [([5, 6, 7], [8, 9]), ([10, 11, 12, 13, 14], [15, 16, 17, 18, 19, 20, 21, 22, 23])]
+    losses = []
+    for cfg in (plain, padded):
+        src, tgt_in, tgt_out = collate(examples, [0, 1], cfg, torch.device("cpu"))
+        assert src.shape[1] % cfg.data.pad_multiple == 0 and tgt_in.shape[1] % cfg.data.pad_multiple == 0
+        _, nll = label_smoothed_nll(model(src, tgt_in), tgt_out, 0.1, cfg.model.pad_id)
+        losses.append(nll.item())
+    assert tuple(src.shape) == (2, 8) and tuple(tgt_in.shape) == (2, 16)
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
