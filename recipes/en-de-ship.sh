@@ -21,7 +21,7 @@ for variant in fp32 int8; do
   $PY -m training export "$OUT/averaged.pt" "$OUT/bundle-$variant" --name en-de-small --version 0.1.0 \
     --source-lang en --target-lang de --quantize "$quant" "${tol[@]+"${tol[@]}"}" --test-file "$DATA/dev.tsv" --overwrite
 done
-TESTS=("$DATA/test.software-ui.tsv" "$DATA/test.libreoffice-help.tsv" "$DATA/test.bible.tsv")
+TESTS=("$DATA/test.software-ui.tsv" "$DATA/test.libreoffice-help.tsv" "$DATA/test.bible.tsv" "$DATA/test.command-line.tsv")
 EVALS=("$DATA/eval-gnome-user-docs.tsv" "$DATA/eval-bible-acts.tsv")
 [ "${SKIP_RESERVED:-0}" = 1 ] && EVALS=()
 $PY -m training evaluate-bundle "$OUT/bundle-fp32" "${TESTS[@]}" "${EVALS[@]+"${EVALS[@]}"}" --beam 4 --threads 2 \

@@ -886,8 +886,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="comma-separated sources or aliases (default: all). Sources: "
         + ", ".join(DEFAULT_SOURCES)
-        + ". Built only when named: "
-        + ", ".join(name for name, spec in SOURCES.items() if not spec.default and name not in ALWAYS_BUILT)
         + ". Aliases: "
         + ", ".join(SOURCE_ALIASES)
         + ". gnome-user-docs is always built (reserved eval set).",

@@ -171,7 +171,6 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-2.0-or-later / GPL-3.0-or-later (GNU and util-linux tools; see each package's copyright file)",
             debs=CLI_PACKAGES,
             description="Command-line tools' messages: usage texts, option help, errors",
-            default=False,
         ),
         SourceSpec(
             "manpages",
@@ -180,7 +179,6 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-3.0-or-later (manpages-l10n translations); the English pages under their packages' licenses",
             debs=("manpages-de", *MAN_PAGE_PACKAGES),
             description="Manual pages: manpages-de aligned with the English pages by section and paragraph",
-            default=False,
         ),
     ]
     specs.append(

@@ -147,9 +147,9 @@ def test_extract_man_pairs_finds_english_pages_and_reports_what_it_skipped(tmp_p
     assert notes == ["1 pages: no English page in the listed packages (man1/orphan.1)"]
 
 
-def test_command_line_sources_are_opt_in_and_give_test_pairs_but_no_dev_pairs() -> None:
-    assert "manpages" not in resolve_sources(None)
-    assert {"manpages", "cli-messages"} <= set(resolve_sources(["all", "command-line"]))
+def test_command_line_sources_give_test_pairs_but_no_dev_pairs() -> None:
+    assert {"manpages", "cli-messages"} <= set(resolve_sources(None))
+    assert set(resolve_sources(["command-line"])) == {"manpages", "cli-messages", "gnome-user-docs"}
     pairs = [
         Pair("manpages", f"man1/tool{u}.1", f"Print the {u} report number {i} now.", f"Gibt Bericht {i} von {u} aus.")
         for u in range(40)
