@@ -4,7 +4,7 @@
     python bench/train_precision.py bf16
     ONEDNN_PRIMITIVE_CACHE_CAPACITY=16384 python bench/train_precision.py bf16
 
-Builds the model and data of ``recipes/en-de-small.toml`` (needs data/en-de and runs/en-de/vocab), then
+Builds the model and data of ``recipes/en-de-small.toml`` (needs data/en-de), then
 trains ``--steps`` consecutive batches of epoch 0 (forward, label-smoothed loss, backward, Adam) and prints
 the cumulative target tokens/s after each third of them, and how many distinct batch shapes they held.
 Run each mode in its own process (oneDNN's kernel cache and the environment variable are per process),
