@@ -86,6 +86,7 @@ def _evaluate_bundle(args: argparse.Namespace) -> int:
         threads=args.threads,
         hypotheses_dir=args.hypotheses,
         no_repeat_ngram=args.no_repeat_ngram,
+        length_penalty=args.length_penalty,
     )
     print(json.dumps(results, indent=2))
     if args.json:
@@ -194,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="forbid repeated n-grams of N pieces (0: off; default: the server's default)",
+    )
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=None,
+        metavar="A",
+        help="rank hypotheses by log-probability / length ** A (default: the server's default)",
     )
     p.set_defaults(func=_evaluate_bundle)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -84,8 +85,11 @@ def evaluate_bundle(
     threads: int = 0,
     hypotheses_dir: str | Path | None = None,
     no_repeat_ngram: int | None = None,
+    length_penalty: float | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Score an exported bundle through the service's own engine, one result per test file."""
+    """Score an exported bundle through the service's own engine, one result per test file.
+
+    ``None`` for ``no_repeat_ngram`` or ``length_penalty`` means the server's default."""
     import sacrebleu
 
     from service.engine import Engine
@@ -95,6 +99,8 @@ def evaluate_bundle(
     if no_repeat_ngram is None:  # the server's default
         no_repeat_ngram = DEFAULT_NO_REPEAT_NGRAM_SIZE
     options = DecodeOptions(beam_size=beam_size, no_repeat_ngram_size=no_repeat_ngram)
+    if length_penalty is not None:
+        options = dataclasses.replace(options, length_penalty=length_penalty)
     results: dict[str, dict[str, float]] = {}
     for test_file in test_files:
         pairs = read_pairs(test_file)

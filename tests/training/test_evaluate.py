@@ -3,6 +3,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import training.evaluate
+from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 from training.evaluate import evaluate, evaluate_bundle
 
 
@@ -41,3 +45,21 @@ def test_evaluate_bundle_cli_writes_json(
     scores = json.loads(out.read_text())
     assert set(scores) == {"dev.tsv"} and scores["dev.tsv"]["sentences"] == 100
     assert scores["dev.tsv"]["seconds"] > 0
+
+
+def test_evaluate_bundle_decodes_with_the_options_asked_for(
+    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[DecodeOptions] = []
+
+    def record(engine: object, texts: list[str], options: DecodeOptions, *rest: object) -> tuple[list[str], float]:
+        seen.append(options)
+        return list(texts), 1.0
+
+    monkeypatch.setattr(training.evaluate, "translate_texts", record)
+    evaluate_bundle(tiny_bundle, [synthetic_corpus[1]], beam_size=3, length_penalty=0.6, no_repeat_ngram=2)
+    evaluate_bundle(tiny_bundle, [synthetic_corpus[1]])
+    assert seen == [
+        DecodeOptions(beam_size=3, length_penalty=0.6, no_repeat_ngram_size=2),
+        DecodeOptions(beam_size=4, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE),
+    ]
