@@ -95,7 +95,8 @@ def test_bad_config_is_refused_with_the_offending_value() -> None:
 def test_extra_padding_from_pad_multiple_does_not_change_the_loss() -> None:
     from training.train import collate
 
-    plain, padded = load_config("tiny"), load_config("tiny", overrides=["data.pad_multiple=8"])
+    plain = load_config("tiny", overrides=["data.pad_multiple=1"])
+    padded = load_config("tiny", overrides=["data.pad_multiple=8"])
     torch.manual_seed(0)
     model = Transformer(plain.model).eval()
     examples = [([5, 6, 7], [8, 9]), ([10, 11, 12, 13, 14], [15, 16, 17, 18, 19, 20, 21, 22, 23])]
