@@ -179,3 +179,20 @@ def test_export_refuses_bad_options_and_targets(tiny_checkpoint: Path, tmp_path:
     (tmp_path / "c" / "notes.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(ExportError, match="not a bundle; refusing"):
         export_bundle(tiny_checkpoint, tmp_path / "c")
+
+
+def test_int8_channel_export_has_one_weight_scale_per_output_column(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from onnx import numpy_helper
+
+    scales = {}
+    for quantize in ("int8", "int8-channel"):
+        manifest = export_bundle(tiny_checkpoint, tmp_path / quantize, quantize=quantize, tolerance=10.0)
+        assert manifest["export"]["quantize"] == quantize
+        graph = onnx.load(str(tmp_path / quantize / "decoder.onnx")).graph
+        inits = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        quantized = [n.input[1] for n in graph.node if n.op_type == "MatMulInteger"]
+        assert quantized  # the weight's scale multiplies MatMulInteger's output further down
+        scales[quantize] = (inits[quantized[0]].shape, inits[quantized[0].removesuffix("_quantized") + "_scale"].shape)
+    (rows, cols), per_tensor = scales["int8"]
+    assert per_tensor in ((), (1,))
+    assert scales["int8-channel"] == ((rows, cols), (cols,))
