@@ -184,14 +184,14 @@ def read_man_file(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def find_english_page(roots: list[Path], relative: str) -> Path | None:
-    """The English page ``man1/ls.1`` (compressed or not) in the first unpacked package that has it."""
+def english_pages(roots: list[Path]) -> dict[str, Path]:
+    """Page name (``man1/ls.1``) -> file (compressed or not) in the first unpacked package that has it."""
+    pages: dict[str, Path] = {}
     for root in roots:
-        for name in (f"{relative}.gz", relative):
-            path = root / "usr/share/man" / name
+        for path in sorted((root / "usr/share/man").glob("man*/*")):
             if path.is_file():
-                return path
-    return None
+                pages.setdefault(path.relative_to(root / "usr/share/man").as_posix().removesuffix(".gz"), path)
+    return pages
 
 
 def split_pair(en: str, de: str) -> list[tuple[str, str]]:
@@ -217,9 +217,10 @@ def extract_man_pairs(source: str, german_root: Path, english_roots: list[Path],
     in ``english_roots`` (unpacked packages); one unit per page. ``notes`` gets what was skipped."""
     pairs: list[Pair] = []
     missing, unreadable, unaligned = [], [], []
+    english = english_pages(english_roots)
     for de_path in sorted(german_root.glob("man*/*")):
         relative = de_path.relative_to(german_root).as_posix().removesuffix(".gz")
-        en_path = find_english_page(english_roots, relative)
+        en_path = english.get(relative)
         if en_path is None:
             missing.append(relative)
             continue

@@ -185,21 +185,18 @@ def token_batches(
     rng = random.Random(seed * 100_003 + epoch)
     order = list(range(len(examples)))
     rng.shuffle(order)
+    widths = [padded_width(max(len(src), len(tgt)) + 1, multiple) for src, tgt in examples]
     batches: list[list[int]] = []
     chunk = max(1, pool * max(1, batch_tokens // 32))
     for start in range(0, len(order), chunk):
         part = sorted(
             order[start : start + chunk],
-            key=lambda i: (
-                padded_width(max(len(examples[i][0]), len(examples[i][1])) + 1, multiple),
-                len(examples[i][1]),
-                len(examples[i][0]),
-            ),
+            key=lambda i: (widths[i], len(examples[i][1]), len(examples[i][0])),
         )
         batch: list[int] = []
         width = 0
         for i in part:
-            size = padded_width(max(len(examples[i][0]), len(examples[i][1])) + 1, multiple)
+            size = widths[i]
             if batch and max(width, size) * (len(batch) + 1) > batch_tokens:
                 batches.append(batch)
                 batch, width = [], 0

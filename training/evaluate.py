@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -98,9 +97,9 @@ def evaluate_bundle(
     engine = Engine.load(bundle, threads=threads)
     if no_repeat_ngram is None:  # the server's default
         no_repeat_ngram = DEFAULT_NO_REPEAT_NGRAM_SIZE
-    options = DecodeOptions(beam_size=beam_size, no_repeat_ngram_size=no_repeat_ngram)
-    if length_penalty is not None:
-        options = dataclasses.replace(options, length_penalty=length_penalty)
+    if length_penalty is None:
+        length_penalty = DecodeOptions.length_penalty
+    options = DecodeOptions(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram)
     results: dict[str, dict[str, float]] = {}
     for test_file in test_files:
         pairs = read_pairs(test_file)
