@@ -64,7 +64,8 @@ async def closed_loop(
                 started = time.perf_counter()
                 try:
                     r = await client.post(
-                        "/translate", json={"text": text, "beam_size": beam, "no_repeat_ngram_size": 0}
+                        "/translate",
+                        json={"text": text, "beam_size": beam, "no_repeat_ngram_size": 0, "length_penalty": 1.0},
                     )
                     if r.status_code == 200:
                         latencies.append(time.perf_counter() - started)

@@ -55,11 +55,12 @@ class TranslateRequest(BaseModel):
         description="Most target pieces relative to the source: ratio x source pieces + 10 "
         f"(default {_DEFAULTS.max_length_ratio:g}).",
     )
-    length_penalty: float = Field(
-        _DEFAULTS.length_penalty,
+    length_penalty: float | None = Field(
+        None,
         ge=0,
         le=5,
-        description="Scores are log-probability / length ** length_penalty; 0 favours short ones.",
+        description="Hypotheses are ranked by log-probability / length ** length_penalty; 0 favours short "
+        "ones, larger values longer ones (default: the server's MT_LENGTH_PENALTY).",
     )
     no_repeat_ngram_size: int | None = Field(
         None,
@@ -100,11 +101,14 @@ class TranslateRequest(BaseModel):
     def texts(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else list(self.text)
 
-    def options(self, default_no_repeat_ngram_size: int = 0) -> DecodeOptions:
+    def options(
+        self, default_no_repeat_ngram_size: int = 0, default_length_penalty: float = _DEFAULTS.length_penalty
+    ) -> DecodeOptions:
+        """Decoding options; fields the request left out take the server's defaults given here."""
         no_repeat = self.no_repeat_ngram_size
         return DecodeOptions(
             beam_size=self.beam_size,
-            length_penalty=self.length_penalty,
+            length_penalty=default_length_penalty if self.length_penalty is None else self.length_penalty,
             max_length=self.max_length if self.max_length is not None else _DEFAULTS.max_length,
             max_length_ratio=self.max_length_ratio if self.max_length_ratio is not None else _DEFAULTS.max_length_ratio,
             n_best=self.n_best,

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE
+from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 
 Provider = Literal["auto", "cpu", "cuda"]
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -60,6 +60,13 @@ class Settings(BaseSettings):
         le=16,
         description="Requests that do not say otherwise never repeat an n-gram of this many target "
         "pieces within a translation; 0 turns the guard off (docs/service.md).",
+    )
+    length_penalty: float = Field(
+        DEFAULT_LENGTH_PENALTY,
+        ge=0,
+        le=5,
+        description="Requests that do not say otherwise rank hypotheses by log-probability / length ** this; "
+        "1.4 was measured best for the default model, larger values give longer translations (docs/service.md).",
     )
 
     max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")

@@ -92,13 +92,13 @@ def evaluate_bundle(
     import sacrebleu
 
     from service.engine import Engine
-    from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+    from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 
     engine = Engine.load(bundle, threads=threads)
     if no_repeat_ngram is None:  # the server's default
         no_repeat_ngram = DEFAULT_NO_REPEAT_NGRAM_SIZE
     if length_penalty is None:
-        length_penalty = DecodeOptions.length_penalty
+        length_penalty = DEFAULT_LENGTH_PENALTY
     options = DecodeOptions(beam_size=beam_size, length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram)
     results: dict[str, dict[str, float]] = {}
     for test_file in test_files:

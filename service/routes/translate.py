@@ -65,7 +65,7 @@ async def translate(body: TranslateRequest, request: Request, service: Service, 
     timeout = max(0.001, settings.request_timeout_s - (time.monotonic() - started))
     try:
         translations = await service.batcher.translate(
-            model.engine, flat, body.options(settings.no_repeat_ngram_size), timeout
+            model.engine, flat, body.options(settings.no_repeat_ngram_size, settings.length_penalty), timeout
         )
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None

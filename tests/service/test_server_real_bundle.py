@@ -87,14 +87,16 @@ def test_translates_and_batches_concurrent_requests_like_single_ones(real: Proce
 
 def test_no_repeat_ngram_size_reaches_the_search(real: ProcessServer, real_bundle: Path) -> None:
     from service.engine import Engine
-    from service.translation import DecodeOptions
+    from service.translation import DEFAULT_LENGTH_PENALTY, DecodeOptions
 
     engine = Engine.load(real_bundle, provider="cpu", threads=1)
     text = "gold gold gold gold gold gold gold gold"
     got = {}
     for n in (0, 1):
         body = translate(real, text, no_repeat_ngram_size=n, split_sentences=False, return_scores=True)
-        expected = engine.translate([text], DecodeOptions(no_repeat_ngram_size=n))[0].best
+        expected = engine.translate(
+            [text], DecodeOptions(length_penalty=DEFAULT_LENGTH_PENALTY, no_repeat_ngram_size=n)
+        )[0].best
         assert body["translations"][0]["text"] == expected.text
         got[n] = expected.pieces
     assert len(set(got[1])) == len(got[1]), got[1]

@@ -195,3 +195,21 @@ def test_static_web_page_is_served_at_the_root_when_present(tmp_path: Path, monk
         assert s.client.post("/translate", json={"text": "still api"}).status_code == 200
         missing = s.client.get("/missing.js")
         assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+
+def test_search_defaults_come_from_the_settings_and_requests_override_them(fake_bundle: Path) -> None:
+    from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
+
+    cases = [
+        ({}, {}, (DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE)),
+        ({"length_penalty": 0.6, "no_repeat_ngram_size": 0}, {}, (0.6, 0)),
+        ({}, {"length_penalty": 2.0, "no_repeat_ngram_size": 4}, (2.0, 4)),
+        ({"length_penalty": 0.6}, {"length_penalty": 0.0}, (0.0, DEFAULT_NO_REPEAT_NGRAM_SIZE)),
+    ]
+    for settings, request, expected in cases:
+        loader = FakeLoader()
+        with thread_server(settings_for(fake_bundle, **settings), loader) as s:
+            r = s.client.post("/translate", json={"text": "hello world", **request})
+            assert r.status_code == 200, r.text
+            used = loader.last.options[-1]
+            assert (used.length_penalty, used.no_repeat_ngram_size) == expected, (settings, request)

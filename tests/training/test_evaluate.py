@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import training.evaluate
-from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 from training.evaluate import evaluate, evaluate_bundle
 
 
@@ -61,5 +61,7 @@ def test_evaluate_bundle_decodes_with_the_options_asked_for(
     evaluate_bundle(tiny_bundle, [synthetic_corpus[1]])
     assert seen == [
         DecodeOptions(beam_size=3, length_penalty=0.6, no_repeat_ngram_size=2),
-        DecodeOptions(beam_size=4, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE),
+        DecodeOptions(
+            beam_size=4, length_penalty=DEFAULT_LENGTH_PENALTY, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE
+        ),
     ]
