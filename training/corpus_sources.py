@@ -46,6 +46,7 @@ GROUP_BIBLE = "bible"
 GROUP_HELP = "libreoffice-help"
 GROUP_UI = "software-ui"
 GROUP_CLI = "command-line"
+GROUP_DOCS = "gimp-help"
 GROUP_EVAL = "eval"
 
 
@@ -54,7 +55,7 @@ class SourceSpec:
     """Where a source comes from, how it aligns and under which license it is shipped."""
 
     name: str
-    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages"
+    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages" | "docbook-html"
     group: str
     license: str
     debs: tuple[str, ...] = ()
@@ -132,6 +133,12 @@ BIBLE_LICENSE = (
 )
 
 
+# DocBook manuals: (package, HTML directory inside it) for English, then for German.
+DOCBOOK_MANUALS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    "gimp-help": (("gimp-help-en", "usr/share/gimp/2.0/help/en"), ("gimp-help-de", "usr/share/gimp/2.0/help/de")),
+}
+
+
 def _build_registry() -> dict[str, SourceSpec]:
     specs = [
         SourceSpec(
@@ -179,6 +186,15 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-3.0-or-later (manpages-l10n translations); the English pages under their packages' licenses",
             debs=("manpages-de", *MAN_PAGE_PACKAGES),
             description="Manual pages: manpages-de aligned with the English pages by section and paragraph",
+        ),
+        SourceSpec(
+            "gimp-help",
+            "docbook-html",
+            GROUP_DOCS,
+            "GFDL-1.2 (GIMP documentation team)",
+            debs=tuple(package for package, _ in DOCBOOK_MANUALS["gimp-help"]),
+            description="GIMP 2.10 user manual: HTML pages aligned block by block",
+            default=False,  # opt-in (--sources all,docs) until a default model is trained on it
         ),
     ]
     specs.append(

@@ -1,0 +1,123 @@
+"""The DocBook-manual aligner: HTML pages of two languages read into leaf blocks and paired by position."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from training.corpus import assemble_corpus, resolve_sources
+from training.corpus_docbook import extract_docbook_pairs, read_docbook_blocks, strip_numbers, untranslated
+from training.corpus_sources import CorpusError, Pair
+
+PAGE = """<html><head><title>{title}</title></head><body>
+<div class="navheader"><table><tr><td>{prev}</td><th>{title}</th><td>{next}</td></tr></table></div>
+<div class="sect1"><h2 class="title">5.3. {title}</h2>
+<p>{p1}</p>
+<div class="itemizedlist"><ul><li><p>{li}</p></li></ul></div>
+<pre class="programlisting">gimp --batch '(script-fu)'</pre>
+<div class="figure"><p class="title"><b>Figure 16.2. {figure}</b></p></div>
+<p>{p2}</p>
+</div>
+<div class="navfooter"><table><tr><td>{prev}</td><td>{next}</td></tr></table></div>
+</body></html>"""
+
+EN = {
+    "title": "Color Picker",
+    "prev": "Prev",
+    "next": "Next",
+    "p1": "The Color Picker tool is used to select a color on any image opened on your screen. "
+    "By clicking the mouse on a point in an image, you can change the active color.",
+    "li": "Click on the image to pick a color.",
+    "figure": "The tool options",
+    "p2": "Sample average: the color is averaged over a square region.",
+}
+DE = {
+    "title": "Farbpipette",
+    "prev": "Zurück",
+    "next": "Weiter",
+    "p1": "Die Farbpipette dient dazu, eine Farbe aus einem beliebigen geöffneten Bild aufzunehmen. "
+    "Durch einen Klick auf einen Punkt im Bild ändern Sie die aktive Farbe.",
+    "li": "Klicken Sie in das Bild, um eine Farbe aufzunehmen.",
+    "figure": "Die Werkzeugeinstellungen",
+    "p2": "Sample average: the colour is averaged over a square region.",  # left in English by the translators
+}
+
+
+def write(root: Path, name: str, values: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / name
+    path.write_text(PAGE.format(**values), encoding="utf-8")
+    return path
+
+
+def test_blocks_are_leaves_in_order_without_navigation_or_code(tmp_path: Path) -> None:
+    blocks = read_docbook_blocks(write(tmp_path, "a.html", EN))
+    assert [tag for tag, _ in blocks] == ["h2", "p", "p", "p", "p"]  # the li's paragraph, not the li
+    texts = [text for _, text in blocks]
+    assert texts[0] == "5.3. Color Picker" and texts[3] == "Figure 16.2. The tool options"
+    assert not any("Prev" in t or "script-fu" in t for t in texts)
+
+
+def test_numbers_are_stripped_only_when_both_sides_carry_the_same_one() -> None:
+    assert strip_numbers("5.3. Color Picker", "5.3. Farbpipette") == ("Color Picker", "Farbpipette")
+    assert strip_numbers("Figure 16.2. Tool options", "Abbildung 16.2. Werkzeugeinstellungen") == (
+        "Tool options",
+        "Werkzeugeinstellungen",
+    )
+    assert strip_numbers("Part II. How do I", "Teil II. Vom Einsteiger") == ("How do I", "Vom Einsteiger")
+    assert strip_numbers("5.3. Color Picker", "5.4. Farbpipette") == ("5.3. Color Picker", "5.4. Farbpipette")
+    assert strip_numbers("Step 2. and 3.", "Schritt 2. und 3.") == ("Step 2. and 3.", "Schritt 2. und 3.")
+
+
+def test_untranslated_blocks_are_recognised() -> None:
+    assert untranslated("Sample average: the color is averaged.", "Sample average: the color is averaged.")
+    assert untranslated("Figure: The selected layer after fit", "Abbildung: The selected layer after fit")
+    assert not untranslated("Click on the image to pick a color.", "Klicken Sie in das Bild, um eine Farbe zu wählen.")
+    assert not untranslated("RGB image", "RGB-Bild")  # too short to judge
+
+
+def test_pages_align_by_position_and_skip_what_does_not_line_up(tmp_path: Path) -> None:
+    en_root, de_root = tmp_path / "en", tmp_path / "de"
+    write(en_root, "color-picker.html", EN)
+    write(de_root, "color-picker.html", DE)
+    write(en_root, "only-english.html", EN)
+    write(en_root, "changed.html", EN)
+    (de_root / "changed.html").write_text(
+        PAGE.format(**DE).replace("aufzunehmen. Durch", "aufzunehmen.</p><p>Durch"), encoding="utf-8"
+    )  # the German page has one paragraph more: another version of the page
+    notes: list[str] = []
+    pairs = extract_docbook_pairs("gimp-help", en_root, de_root, notes)
+    assert {p.unit for p in pairs} == {"color-picker.html"}
+    got = [(p.en, p.de) for p in pairs]
+    assert got == [
+        ("Color Picker", "Farbpipette"),
+        (
+            "The Color Picker tool is used to select a color on any image opened on your screen.",
+            "Die Farbpipette dient dazu, eine Farbe aus einem beliebigen geöffneten Bild aufzunehmen.",
+        ),
+        (
+            "By clicking the mouse on a point in an image, you can change the active color.",
+            "Durch einen Klick auf einen Punkt im Bild ändern Sie die aktive Farbe.",
+        ),
+        ("Click on the image to pick a color.", "Klicken Sie in das Bild, um eine Farbe aufzunehmen."),
+        ("The tool options", "Die Werkzeugeinstellungen"),
+    ]
+    assert any("1 pages: block structure differs" in n and "changed.html" in n for n in notes)
+    assert any("1 blocks left in English" in n for n in notes)
+    with pytest.raises(CorpusError, match="manual directories missing"):
+        extract_docbook_pairs("gimp-help", tmp_path / "nowhere", de_root, [])
+
+
+def test_the_manual_is_opt_in_and_gives_test_pairs_but_no_dev_pairs() -> None:
+    assert "gimp-help" not in resolve_sources(None)
+    assert set(resolve_sources(["all", "docs"])) == set(resolve_sources(None)) | {"gimp-help"}
+    pairs = [
+        Pair("gimp-help", f"page{u}.html", f"Select the {u} tool number {i} here.", f"Wählen Sie Werkzeug {i} von {u}.")
+        for u in range(40)
+        for i in range(60)
+    ]
+    splits = assemble_corpus(pairs, seed=1)
+    assert splits.test["gimp-help"] and not splits.dev
+    held = {p.unit for p in splits.test["gimp-help"]}
+    assert held and not held & {p.unit for p in splits.train}

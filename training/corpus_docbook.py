@@ -1,0 +1,105 @@
+"""Manuals written in DocBook and published as HTML in both languages (the GIMP user manual).
+
+Such a manual is translated through gettext catalogs of its DocBook source and rendered by the same
+stylesheets for every language, so the English and German page of the same name have the same blocks in the
+same order with only the text translated. Both pages are read into leaf blocks (paragraphs, list items,
+terms, headings, table cells; navigation bars and preformatted text left out) and paired by position; a page
+whose block sequence differs between the languages yields nothing. Section numbers ("5.3. Color Picker" /
+"5.3. Farbpipette", "Figure 16.2. ..." / "Abbildung 16.2. ...") are stripped when both sides carry the same
+one, blocks the translators left in English are dropped, and a paragraph pair becomes sentence pairs when
+both sides split into the same number of sentences (``corpus_man.split_pair``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import lxml.html
+from lxml import etree
+
+from training.corpus_man import split_pair
+from training.corpus_sources import CorpusError, Pair
+
+BLOCKS = frozenset({"p", "li", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "td", "th", "caption"})
+CONTAINERS = BLOCKS | {"ul", "ol", "dl", "table", "div", "pre", "blockquote"}
+SKIPPED = frozenset({"pre", "script", "style"})
+NAVIGATION = ("navheader", "navfooter")
+# "5.3. ", "Figure 16.253. ", "Abbildung 16.253. ", "Part II. ", "Anhang D. ": a label word, then the number.
+_NUMBER = re.compile(r"^(?:[^\W\d_]+\s+)?((?:\d+|[IVXLC]+|[A-Z])(?:\.\d+)*)\.\s+")
+_WORD = re.compile(r"[^\W\d_]+")
+UNTRANSLATED_SHARE = 0.5
+"""A German block whose words are more than this share English words of its source was left untranslated."""
+
+
+def read_docbook_blocks(path: Path) -> list[tuple[str, str]]:
+    """(tag, text) of the leaf blocks of an HTML page rendered from DocBook, in document order."""
+    try:
+        doc = lxml.html.fromstring(path.read_bytes(), parser=lxml.html.HTMLParser(encoding="utf-8"))
+    except (OSError, etree.ParserError) as exc:
+        raise CorpusError(f"cannot parse manual page {path}: {exc}") from exc
+    for element in list(doc.iter(*SKIPPED)):
+        element.drop_tree()
+    for name in NAVIGATION:
+        for element in doc.find_class(name):
+            element.drop_tree()
+    blocks = []
+    for element in doc.iter(*BLOCKS):
+        if any(isinstance(d.tag, str) and d.tag in CONTAINERS for d in element.iterdescendants()):
+            continue  # not a leaf: its inner blocks are read on their own
+        text = " ".join(element.text_content().split())
+        if text:
+            blocks.append((element.tag, text))
+    return blocks
+
+
+def strip_numbers(en: str, de: str) -> tuple[str, str]:
+    """Drop a leading section/figure number that both sides carry ("5.3. Color Picker"): the same number,
+    and a capital letter after it on both sides (a title, not "use 2. and 3.")."""
+    en_match, de_match = _NUMBER.match(en), _NUMBER.match(de)
+    if not (en_match and de_match and en_match.group(1) == de_match.group(1)):
+        return en, de
+    en_rest, de_rest = en[en_match.end() :], de[de_match.end() :]
+    if en_rest[:1].isupper() and de_rest[:1].isupper():
+        return en_rest, de_rest
+    return en, de
+
+
+def untranslated(en: str, de: str) -> bool:
+    """Whether the German side is (mostly) the English text: translators leave some blocks in English."""
+    english = {w.casefold() for w in _WORD.findall(en)}
+    german = [w.casefold() for w in _WORD.findall(de)]
+    return len(german) >= 3 and sum(w in english for w in german) > UNTRANSLATED_SHARE * len(german)
+
+
+def extract_docbook_pairs(source: str, en_root: Path, de_root: Path, notes: list[str]) -> list[Pair]:
+    """Pairs of every page present in both ``en_root`` and ``de_root``; one unit per page. ``notes`` gets
+    what was skipped."""
+    if not en_root.is_dir() or not de_root.is_dir():
+        raise CorpusError(f"manual directories missing: {en_root} or {de_root}")
+    pairs: list[Pair] = []
+    unaligned: list[str] = []
+    left_in_english = 0
+    for en_page in sorted(en_root.rglob("*.html")):
+        page = en_page.relative_to(en_root).as_posix()
+        de_page = de_root / page
+        if not de_page.is_file():
+            continue
+        en_blocks, de_blocks = read_docbook_blocks(en_page), read_docbook_blocks(de_page)
+        if [tag for tag, _ in en_blocks] != [tag for tag, _ in de_blocks]:
+            unaligned.append(page)
+            continue
+        for (_, en_text), (_, de_text) in zip(en_blocks, de_blocks, strict=True):
+            en, de = strip_numbers(en_text, de_text)
+            if en == de:
+                continue  # names, numbers, commands: nothing translated
+            if untranslated(en, de):
+                left_in_english += 1
+                continue
+            pairs.extend(Pair(source, page, e, d) for e, d in split_pair(en, de))
+    if unaligned:
+        shown = ", ".join(unaligned[:5]) + (", ..." if len(unaligned) > 5 else "")
+        notes.append(f"{len(unaligned)} pages: block structure differs between the languages ({shown})")
+    if left_in_english:
+        notes.append(f"{left_in_english} blocks left in English in the German pages, dropped")
+    return pairs
