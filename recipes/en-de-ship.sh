@@ -25,7 +25,7 @@ for variant in fp32 int8 int8c; do
     --source-lang en --target-lang de --quantize "$quant" "${tol[@]+"${tol[@]}"}" --test-file "$DATA/dev.tsv" --overwrite
 done
 TESTS=("$DATA/test.software-ui.tsv" "$DATA/test.libreoffice-help.tsv" "$DATA/test.bible.tsv" "$DATA/test.command-line.tsv")
-[ -f "$DATA/test.gimp-help.tsv" ] && TESTS+=("$DATA/test.gimp-help.tsv")  # built with --sources all,docs
+[ -f "$DATA/test.manuals.tsv" ] && TESTS+=("$DATA/test.manuals.tsv")  # built with --sources all,manuals
 EVALS=("$DATA/eval-gnome-user-docs.tsv" "$DATA/eval-bible-acts.tsv")
 [ "${SKIP_RESERVED:-0}" = 1 ] && EVALS=()
 $PY -m training evaluate-bundle "$OUT/bundle-fp32" "${TESTS[@]}" "${EVALS[@]+"${EVALS[@]}"}" --beam 4 --threads 2 \

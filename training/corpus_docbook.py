@@ -1,4 +1,4 @@
-"""Manuals written in DocBook and published as HTML in both languages (the GIMP user manual).
+"""Manuals written in DocBook and published as HTML in both languages (the GIMP user manual, the Debian Reference).
 
 Such a manual is translated through gettext catalogs of its DocBook source and rendered by the same
 stylesheets for every language, so the English and German page of the same name have the same blocks in the
@@ -72,22 +72,39 @@ def untranslated(en: str, de: str) -> bool:
     return len(german) >= 3 and sum(w in english for w in german) > UNTRANSLATED_SHARE * len(german)
 
 
-def extract_docbook_pairs(source: str, en_root: Path, de_root: Path, notes: list[str]) -> list[Pair]:
-    """Pairs of every page present in both ``en_root`` and ``de_root``; one unit per page. ``notes`` gets
-    what was skipped."""
+def pages_in_directories(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]]:
+    """(unit, English page, German page) for pages of the same relative path under both roots (GIMP)."""
     if not en_root.is_dir() or not de_root.is_dir():
         raise CorpusError(f"manual directories missing: {en_root} or {de_root}")
+    pages = []
+    for en_page in sorted(en_root.rglob("*.html")):
+        unit = en_page.relative_to(en_root).as_posix()
+        if (de_root / unit).is_file():
+            pages.append((unit, en_page, de_root / unit))
+    return pages
+
+
+def pages_by_suffix(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]]:
+    """(unit, English page, German page) for ``name.en.html`` beside ``name.de.html`` (Debian Reference)."""
+    if not en_root.is_dir() or not de_root.is_dir():
+        raise CorpusError(f"manual directories missing: {en_root} or {de_root}")
+    pages = []
+    for en_page in sorted(en_root.glob("*.en.html")):
+        name = en_page.name.removesuffix(".en.html")
+        if (de_root / f"{name}.de.html").is_file():
+            pages.append((f"{name}.html", en_page, de_root / f"{name}.de.html"))
+    return pages
+
+
+def extract_docbook_pairs(source: str, pages: list[tuple[str, Path, Path]], notes: list[str]) -> list[Pair]:
+    """Pairs of every (unit, English page, German page); one unit per page. ``notes`` gets what was skipped."""
     pairs: list[Pair] = []
     unaligned: list[str] = []
     left_in_english = 0
-    for en_page in sorted(en_root.rglob("*.html")):
-        page = en_page.relative_to(en_root).as_posix()
-        de_page = de_root / page
-        if not de_page.is_file():
-            continue
+    for unit, en_page, de_page in pages:
         en_blocks, de_blocks = read_docbook_blocks(en_page), read_docbook_blocks(de_page)
         if [tag for tag, _ in en_blocks] != [tag for tag, _ in de_blocks]:
-            unaligned.append(page)
+            unaligned.append(unit)
             continue
         for (_, en_text), (_, de_text) in zip(en_blocks, de_blocks, strict=True):
             en, de = strip_numbers(en_text, de_text)
@@ -96,7 +113,7 @@ def extract_docbook_pairs(source: str, en_root: Path, de_root: Path, notes: list
             if untranslated(en, de):
                 left_in_english += 1
                 continue
-            pairs.extend(Pair(source, page, e, d) for e, d in split_pair(en, de))
+            pairs.extend(Pair(source, unit, e, d) for e, d in split_pair(en, de))
     if unaligned:
         shown = ", ".join(unaligned[:5]) + (", ..." if len(unaligned) > 5 else "")
         notes.append(f"{len(unaligned)} pages: block structure differs between the languages ({shown})")

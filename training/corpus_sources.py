@@ -46,7 +46,7 @@ GROUP_BIBLE = "bible"
 GROUP_HELP = "libreoffice-help"
 GROUP_UI = "software-ui"
 GROUP_CLI = "command-line"
-GROUP_DOCS = "gimp-help"
+GROUP_DOCS = "manuals"
 GROUP_EVAL = "eval"
 
 
@@ -133,9 +133,25 @@ BIBLE_LICENSE = (
 )
 
 
-# DocBook manuals: (package, HTML directory inside it) for English, then for German.
-DOCBOOK_MANUALS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
-    "gimp-help": (("gimp-help-en", "usr/share/gimp/2.0/help/en"), ("gimp-help-de", "usr/share/gimp/2.0/help/de")),
+class DocbookManual(NamedTuple):
+    """Where a DocBook manual's HTML pages lie: (package, directory inside it) per language, and whether the
+    two languages share page names in separate directories ("directories") or sit side by side as
+    ``name.en.html`` / ``name.de.html`` ("suffix")."""
+
+    english: tuple[str, str]
+    german: tuple[str, str]
+    layout: str
+
+
+DOCBOOK_MANUALS: dict[str, DocbookManual] = {
+    "gimp-help": DocbookManual(
+        ("gimp-help-en", "usr/share/gimp/2.0/help/en"), ("gimp-help-de", "usr/share/gimp/2.0/help/de"), "directories"
+    ),
+    "debian-reference": DocbookManual(
+        ("debian-reference-en", "usr/share/debian-reference"),
+        ("debian-reference-de", "usr/share/debian-reference"),
+        "suffix",
+    ),
 }
 
 
@@ -192,9 +208,18 @@ def _build_registry() -> dict[str, SourceSpec]:
             "docbook-html",
             GROUP_DOCS,
             "GFDL-1.2 (GIMP documentation team)",
-            debs=tuple(package for package, _ in DOCBOOK_MANUALS["gimp-help"]),
+            debs=("gimp-help-en", "gimp-help-de"),
             description="GIMP 2.10 user manual: HTML pages aligned block by block",
-            default=False,  # opt-in (--sources all,docs) until a default model is trained on it
+            default=False,  # opt-in (--sources all,manuals) until a default model is trained on it
+        ),
+        SourceSpec(
+            "debian-reference",
+            "docbook-html",
+            GROUP_DOCS,
+            "GPL-2.0-or-later (Osamu Aoki and translators)",
+            debs=("debian-reference-en", "debian-reference-de"),
+            description="Debian Reference 2: HTML chapters aligned block by block",
+            default=False,
         ),
     ]
     specs.append(

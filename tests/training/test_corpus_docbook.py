@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from training.corpus import assemble_corpus, resolve_sources
-from training.corpus_docbook import extract_docbook_pairs, read_docbook_blocks, strip_numbers, untranslated
+from training.corpus_docbook import (
+    extract_docbook_pairs,
+    pages_by_suffix,
+    pages_in_directories,
+    read_docbook_blocks,
+    strip_numbers,
+    untranslated,
+)
 from training.corpus_sources import CorpusError, Pair
 
 PAGE = """<html><head><title>{title}</title></head><body>
@@ -87,7 +94,9 @@ def test_pages_align_by_position_and_skip_what_does_not_line_up(tmp_path: Path) 
         PAGE.format(**DE).replace("aufzunehmen. Durch", "aufzunehmen.</p><p>Durch"), encoding="utf-8"
     )  # the German page has one paragraph more: another version of the page
     notes: list[str] = []
-    pairs = extract_docbook_pairs("gimp-help", en_root, de_root, notes)
+    pages = pages_in_directories(en_root, de_root)
+    assert [unit for unit, _, _ in pages] == ["changed.html", "color-picker.html"]  # only-english has no pair
+    pairs = extract_docbook_pairs("gimp-help", pages, notes)
     assert {p.unit for p in pairs} == {"color-picker.html"}
     got = [(p.en, p.de) for p in pairs]
     assert got == [
@@ -106,18 +115,28 @@ def test_pages_align_by_position_and_skip_what_does_not_line_up(tmp_path: Path) 
     assert any("1 pages: block structure differs" in n and "changed.html" in n for n in notes)
     assert any("1 blocks left in English" in n for n in notes)
     with pytest.raises(CorpusError, match="manual directories missing"):
-        extract_docbook_pairs("gimp-help", tmp_path / "nowhere", de_root, [])
+        pages_in_directories(tmp_path / "nowhere", de_root)
 
 
-def test_the_manual_is_opt_in_and_gives_test_pairs_but_no_dev_pairs() -> None:
-    assert "gimp-help" not in resolve_sources(None)
-    assert set(resolve_sources(["all", "docs"])) == set(resolve_sources(None)) | {"gimp-help"}
+def test_pages_side_by_side_pair_by_their_language_suffix(tmp_path: Path) -> None:
+    write(tmp_path, "ch01.en.html", EN)
+    write(tmp_path, "ch01.de.html", DE)
+    write(tmp_path, "ch02.en.html", EN)
+    pages = pages_by_suffix(tmp_path, tmp_path)
+    assert pages == [("ch01.html", tmp_path / "ch01.en.html", tmp_path / "ch01.de.html")]
+    assert ("Color Picker", "Farbpipette") in [(p.en, p.de) for p in extract_docbook_pairs("ref", pages, [])]
+
+
+def test_the_manuals_are_opt_in_and_give_test_pairs_but_no_dev_pairs() -> None:
+    manuals = {"gimp-help", "debian-reference"}
+    assert not manuals & set(resolve_sources(None))
+    assert set(resolve_sources(["all", "manuals"])) == set(resolve_sources(None)) | manuals
     pairs = [
         Pair("gimp-help", f"page{u}.html", f"Select the {u} tool number {i} here.", f"Wählen Sie Werkzeug {i} von {u}.")
         for u in range(40)
         for i in range(60)
     ]
     splits = assemble_corpus(pairs, seed=1)
-    assert splits.test["gimp-help"] and not splits.dev
-    held = {p.unit for p in splits.test["gimp-help"]}
+    assert splits.test["manuals"] and not splits.dev
+    held = {p.unit for p in splits.test["manuals"]}
     assert held and not held & {p.unit for p in splits.train}
