@@ -33,8 +33,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
-SPINNING = ["ours-fp32-spin", "ours-int8-spin"]
-"""Optional (``--systems``): our engine with onnxruntime's idle threads spinning, as OpenMP's do by default."""
+OPTIONAL = ["ours-fp32-spin", "ours-int8-spin", "ours-int8c"]
+"""Optional (``--systems``): our engine with onnxruntime's idle threads spinning, as OpenMP's do by default,
+and our int8 export with one weight scale per output column (``--quantize int8-channel``, the default model's)."""
 REFERENCE = "ct2-float32"
 
 
@@ -55,7 +56,8 @@ class Worker:
         if system.startswith("ours"):
             from service.engine import Engine
 
-            bundle = fp32 if system.startswith("ours-fp32") else work / "bundle-int8"
+            bundles = {"ours-fp32": fp32, "ours-int8": work / "bundle-int8", "ours-int8c": work / "bundle-int8c"}
+            bundle = bundles[system.removesuffix("-spin")]
             spinning = system.endswith("-spin")
             self.engine = Engine.load(bundle, provider="cpu", threads=threads, spinning=spinning)
             self.engine.warmup()
@@ -188,6 +190,26 @@ def fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def without_eos(checkpoint: Path, work: Path) -> Path:
+    """A copy of ``checkpoint`` whose final logits bias makes EOS (almost) impossible, so that every system
+    decodes every sentence to the length cap: a fixed-length throughput test, whatever the weights' quality
+    (an under-trained checkpoint otherwise stops after a few tokens and measures per-call overhead only)."""
+    import torch
+
+    out = work / f"no-eos-{fingerprint(checkpoint)}.pt"
+    if not out.exists():
+        payload = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        payload.pop("train_state", None)
+        config = payload["config"]
+        config["model"]["final_logits_bias"] = True
+        bias = torch.zeros(config["model"]["vocab_size"])
+        bias[config["model"]["eos_id"]] = -1e4  # exp(-1e4) is 0 in float32: EOS never wins a beam slot
+        payload["model"]["final_logits_bias"] = bias
+        work.mkdir(parents=True, exist_ok=True)
+        torch.save(payload, out)
+    return out
+
+
 def convert_ct2(marian_dir: Path, out: Path) -> None:
     """The conversion ct2-transformers-converter runs, starting the decoder from our BOS (docs/interop.md)."""
     from ctranslate2.converters import TransformersConverter
@@ -224,6 +246,9 @@ def prepare(checkpoint: Path, bundle: Path | None, work: Path) -> Path:
     if not (target / "bundle-int8").exists():
         print("exporting the int8 bundle ...", flush=True)
         export_bundle(checkpoint, target / "bundle-int8", quantize="int8", tolerance=5.0)
+    if not (target / "bundle-int8c").exists():
+        print("exporting the int8-channel bundle ...", flush=True)
+        export_bundle(checkpoint, target / "bundle-int8c", quantize="int8-channel", tolerance=5.0)
     if not (target / "marian").exists():
         print("exporting the Marian directory ...", flush=True)
         export_marian(checkpoint, target / "marian")
@@ -273,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--work", default=str(ROOT / "cache" / "peers"))
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-peers"))
+    parser.add_argument(
+        "--no-eos",
+        action="store_true",
+        help="bar EOS through the final logits bias: every sentence decodes to --max-length pieces (see without_eos)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -281,10 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.checkpoint:
         parser.error("--checkpoint is required")
     systems = args.systems.split(",")
-    unknown = set(systems) - set(SYSTEMS + SPINNING)
+    unknown = set(systems) - set(SYSTEMS + OPTIONAL)
     if unknown:
-        parser.error(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS + SPINNING}")
-    work = prepare(Path(args.checkpoint), Path(args.bundle) if args.bundle else None, Path(args.work))
+        parser.error(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS + OPTIONAL}")
+    checkpoint = without_eos(Path(args.checkpoint), Path(args.work)) if args.no_eos else Path(args.checkpoint)
+    work = prepare(checkpoint, Path(args.bundle) if args.bundle else None, Path(args.work))
 
     from service.tokenizer import Tokenizer
 
@@ -347,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     arch = manifest["architecture"]
     setup = {
         "model": f"d{arch['d_model']} {arch['encoder_layers']}+{arch['decoder_layers']} layers, ff {arch['d_ff']}, "
-        f"vocab {arch['vocab_size']}",
+        f"vocab {arch['vocab_size']}"
+        + (", EOS barred (--no-eos: every sentence decodes to the cap)" if args.no_eos else ""),
         "checkpoint": args.checkpoint,
         "input": args.input,
         "sentences": len(pieces),
