@@ -66,7 +66,7 @@ class Settings(BaseSettings):
         ge=0,
         le=5,
         description="Requests that do not say otherwise rank hypotheses by log-probability / length ** this; "
-        "1.4 was measured best for the default model, larger values give longer translations (docs/service.md).",
+        "chosen on the default model's dev set; larger values give longer translations (docs/service.md).",
     )
 
     max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")

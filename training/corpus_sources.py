@@ -207,7 +207,7 @@ def _build_registry() -> dict[str, SourceSpec]:
             "gimp-help",
             "docbook-html",
             GROUP_DOCS,
-            "GFDL-1.2 (GIMP documentation team)",
+            "GFDL-1.2-or-later (GIMP documentation team)",
             debs=("gimp-help-en", "gimp-help-de"),
             description="GIMP 2.10 user manual: HTML pages aligned block by block",
             default=False,  # opt-in (--sources all,manuals) until a default model is trained on it
