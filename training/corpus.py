@@ -103,7 +103,7 @@ SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "debian-catalogs": tuple(DEBIAN_CATALOGS),
     "pypi-catalogs": tuple(PYPI_CATALOGS),
     "command-line": ("cli-messages", "manpages"),
-    "manuals": ("gimp-help", "debian-reference"),
+    "manuals": ("gimp-help", "debian-reference", "debian-edu-doc"),
 }
 
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")

@@ -1,10 +1,13 @@
-"""Manuals written in DocBook and published as HTML in both languages (the GIMP user manual, the Debian Reference).
+"""Manuals published as HTML in both languages from one source (DocBook, AsciiDoc): GIMP, Debian Reference, ...
 
-Such a manual is translated through gettext catalogs of its DocBook source and rendered by the same
-stylesheets for every language, so the English and German page of the same name have the same blocks in the
-same order with only the text translated. Both pages are read into leaf blocks (paragraphs, list items,
-terms, headings, table cells; navigation bars and preformatted text left out) and paired by position; a page
-whose block sequence differs between the languages yields nothing. Section numbers ("5.3. Color Picker" /
+Such a manual is translated through gettext catalogs of its source and rendered by the same stylesheets
+for every language, so the English and German page of the same name have the same blocks in the same order
+with only the text translated. Both pages are read into leaf blocks (paragraphs, list items, terms,
+headings, table cells; navigation bars and preformatted text left out) and paired by position. Where the
+block sequences differ (a translators' section, a paragraph one version has and the other not), the pages
+are cut into sections at their headings and only sections with the same block sequence are paired, and
+only when both pages have the same number of sections and numbered headings agree; otherwise the page
+yields nothing. Section numbers ("5.3. Color Picker" /
 "5.3. Farbpipette", "Figure 16.2. ..." / "Abbildung 16.2. ...") are stripped when both sides carry the same
 one, blocks the translators left in English are dropped, and a paragraph pair becomes sentence pairs when
 both sides split into the same number of sentences (``corpus_man.split_pair``).
@@ -72,6 +75,44 @@ def untranslated(en: str, de: str) -> bool:
     return len(german) >= 3 and sum(w in english for w in german) > UNTRANSLATED_SHARE * len(german)
 
 
+HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+
+
+def _sections(blocks: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Blocks cut before every heading; the first section holds what precedes the first heading."""
+    sections: list[list[tuple[str, str]]] = [[]]
+    for block in blocks:
+        if block[0] in HEADINGS:
+            sections.append([])
+        sections[-1].append(block)
+    return sections
+
+
+def _same_number(en: list[tuple[str, str]], de: list[tuple[str, str]]) -> bool:
+    """Sections whose headings both carry a number ("3.2. ...") must carry the same one."""
+    if not en or en[0][0] not in HEADINGS:
+        return True
+    en_match, de_match = _NUMBER.match(en[0][1]), _NUMBER.match(de[0][1])
+    return not (en_match and de_match) or en_match.group(1) == de_match.group(1)
+
+
+def align_blocks(
+    en_blocks: list[tuple[str, str]], de_blocks: list[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], int]:
+    """Block text pairs of two pages, and how many sections were left out because they do not line up."""
+    en_sections, de_sections = _sections(en_blocks), _sections(de_blocks)
+    if len(en_sections) != len(de_sections):
+        return [], len(en_sections)
+    pairs: list[tuple[str, str]] = []
+    skipped = 0
+    for en, de in zip(en_sections, de_sections, strict=True):
+        if [tag for tag, _ in en] != [tag for tag, _ in de] or not _same_number(en, de):
+            skipped += 1
+            continue
+        pairs += [(e, d) for (_, e), (_, d) in zip(en, de, strict=True)]
+    return pairs, skipped
+
+
 def pages_in_directories(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]]:
     """(unit, English page, German page) for pages of the same relative path under both roots (GIMP)."""
     if not en_root.is_dir() or not de_root.is_dir():
@@ -100,13 +141,16 @@ def extract_docbook_pairs(source: str, pages: list[tuple[str, Path, Path]], note
     """Pairs of every (unit, English page, German page); one unit per page. ``notes`` gets what was skipped."""
     pairs: list[Pair] = []
     unaligned: list[str] = []
+    partly: list[tuple[str, int]] = []
     left_in_english = 0
     for unit, en_page, de_page in pages:
-        en_blocks, de_blocks = read_docbook_blocks(en_page), read_docbook_blocks(de_page)
-        if [tag for tag, _ in en_blocks] != [tag for tag, _ in de_blocks]:
+        blocks, skipped = align_blocks(read_docbook_blocks(en_page), read_docbook_blocks(de_page))
+        if not blocks and skipped:
             unaligned.append(unit)
             continue
-        for (_, en_text), (_, de_text) in zip(en_blocks, de_blocks, strict=True):
+        if skipped:
+            partly.append((unit, skipped))
+        for en_text, de_text in blocks:
             en, de = strip_numbers(en_text, de_text)
             if en == de:
                 continue  # names, numbers, commands: nothing translated
@@ -116,7 +160,10 @@ def extract_docbook_pairs(source: str, pages: list[tuple[str, Path, Path]], note
             pairs.extend(Pair(source, unit, e, d) for e, d in split_pair(en, de))
     if unaligned:
         shown = ", ".join(unaligned[:5]) + (", ..." if len(unaligned) > 5 else "")
-        notes.append(f"{len(unaligned)} pages: block structure differs between the languages ({shown})")
+        notes.append(f"{len(unaligned)} pages: no section lines up between the languages ({shown})")
+    if partly:
+        shown = ", ".join(f"{unit} {n}" for unit, n in partly[:5]) + (", ..." if len(partly) > 5 else "")
+        notes.append(f"{len(partly)} pages: some sections do not line up and were left out ({shown})")
     if left_in_english:
         notes.append(f"{left_in_english} blocks left in English in the German pages, dropped")
     return pairs

@@ -152,6 +152,11 @@ DOCBOOK_MANUALS: dict[str, DocbookManual] = {
         ("debian-reference-de", "usr/share/debian-reference"),
         "suffix",
     ),
+    "debian-edu-doc": DocbookManual(
+        ("debian-edu-doc-en", "usr/share/doc/debian-edu-doc-en"),
+        ("debian-edu-doc-de", "usr/share/doc/debian-edu-doc-de"),
+        "directories",
+    ),
 }
 
 
@@ -219,6 +224,15 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-2.0-or-later (Osamu Aoki and translators)",
             debs=("debian-reference-en", "debian-reference-de"),
             description="Debian Reference 2: HTML chapters aligned block by block",
+            default=False,
+        ),
+        SourceSpec(
+            "debian-edu-doc",
+            "docbook-html",
+            GROUP_DOCS,
+            "GPL-2.0-or-later (Debian Edu documentation team)",
+            debs=("debian-edu-doc-en", "debian-edu-doc-de"),
+            description="Debian Edu manuals (bookworm, bullseye): one page each, aligned section by section",
             default=False,
         ),
     ]
