@@ -168,9 +168,11 @@ def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the
 
 
 def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path: Path) -> None:
-    """24 requests in flight (4 sentences per batch, 0.25 s a batch: one batch decoding, the rest
-    queued) when SIGTERM arrives: every one is answered, new connections are refused, exit 0."""
-    bundle = write_fake_bundle(tmp_path / "bundle", delay_s=0.25)
+    """24 requests in flight (4 sentences per batch, 1 s a batch: one batch decoding, the rest
+    queued) when SIGTERM arrives: every one is answered, new connections are refused, exit 0.
+    The first batch takes a second so that all 24 requests are inside the server before any is
+    answered, even on a slow, shared CI machine (at 0.25 s the load sometimes never built up)."""
+    bundle = write_fake_bundle(tmp_path / "bundle", delay_s=1.0)
     args = ["--bundle", str(bundle), "--max-wait-ms", "0", "--max-batch-sentences", "4", "--request-timeout-s", "20"]
     texts = [f"word{i} other{i}" for i in range(24)]
     with process_server(args, tmp_path / "server.log") as server:
