@@ -13,7 +13,6 @@ high). Writes OUT.md and OUT.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -26,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.load import closed_loop  # noqa: E402
-from bench.loadtools import machine, run_loop, server_process  # noqa: E402
+from bench.loadtools import machine, run_loop, server_process, write_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(markdown)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps({"setup": setup, "runs": runs}, indent=2) + "\n", encoding="utf-8")
+    write_report(Path(args.out), markdown, {"setup": setup, "runs": runs})
     return 0
 
 

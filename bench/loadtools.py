@@ -197,6 +197,13 @@ def access_log_latencies(log: str, path: str = "/translate") -> dict[int, list[f
     return out
 
 
+def write_report(out: Path, markdown: str, data: object) -> None:
+    """A benchmark's results: ``out.md`` (the table as printed) and ``out.json`` (the raw rows)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")

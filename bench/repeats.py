@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.loadtools import write_report  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
 from training.data import read_pairs  # noqa: E402
@@ -89,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(lines) + "\n"
     print(table, end="")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".md").write_text(table, encoding="utf-8")
-        args.out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        write_report(args.out, table, rows)
     return 0
 
 

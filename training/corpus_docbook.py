@@ -113,10 +113,14 @@ def align_blocks(
     return pairs, skipped
 
 
-def pages_in_directories(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]]:
-    """(unit, English page, German page) for pages of the same relative path under both roots (GIMP)."""
+def _check_roots(en_root: Path, de_root: Path) -> None:
     if not en_root.is_dir() or not de_root.is_dir():
         raise CorpusError(f"manual directories missing: {en_root} or {de_root}")
+
+
+def pages_in_directories(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]]:
+    """(unit, English page, German page) for pages of the same relative path under both roots (GIMP)."""
+    _check_roots(en_root, de_root)
     pages = []
     for en_page in sorted(en_root.rglob("*.html")):
         unit = en_page.relative_to(en_root).as_posix()
@@ -127,8 +131,7 @@ def pages_in_directories(en_root: Path, de_root: Path) -> list[tuple[str, Path, 
 
 def pages_by_suffix(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]]:
     """(unit, English page, German page) for ``name.en.html`` beside ``name.de.html`` (Debian Reference)."""
-    if not en_root.is_dir() or not de_root.is_dir():
-        raise CorpusError(f"manual directories missing: {en_root} or {de_root}")
+    _check_roots(en_root, de_root)
     pages = []
     for en_page in sorted(en_root.glob("*.en.html")):
         name = en_page.name.removesuffix(".en.html")
