@@ -9,6 +9,7 @@ Layout of the dict saved with ``torch.save``:
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -29,6 +30,16 @@ def read_vocab_files(vocab_dir: str | Path) -> dict[str, bytes]:
     tokenizer = Tokenizer(vocab_dir)  # validates the directory
     names = {VOCAB_FILE, tokenizer.source_spm_file, tokenizer.target_spm_file}
     return {name: (Path(vocab_dir) / name).read_bytes() for name in sorted(names)}
+
+
+def same_vocabulary(a: dict[str, bytes], b: dict[str, bytes]) -> bool:
+    """Whether two vocabularies map ids to the same pieces with the same segmentation models (the id table
+    is compared parsed, not byte by byte)."""
+
+    def parsed(files: dict[str, bytes]) -> dict[str, Any]:
+        return {name: json.loads(data) if name == VOCAB_FILE else data for name, data in files.items()}
+
+    return parsed(a) == parsed(b)
 
 
 def write_vocab_files(files: dict[str, bytes], directory: str | Path) -> Path:

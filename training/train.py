@@ -6,6 +6,7 @@ DistributedDataParallel, each rank taking every world_size-th batch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -242,6 +243,29 @@ class Trainer:
             self.pos.batch_in_epoch,
         )
 
+    def initialize(self, path: Path) -> None:
+        """Start from ``path``'s weights: same architecture, same vocabulary; fresh optimizer and data order."""
+        payload = checkpoint.load(path)
+        theirs = Config.from_dict(payload["config"]).model
+        ours = self.cfg.model
+        ignored = {"dropout", "attention_dropout"}  # training-time only
+        differ = [
+            f"{f.name} {getattr(theirs, f.name)!r} (ours {getattr(ours, f.name)!r})"
+            for f in dataclasses.fields(ours)
+            if f.name not in ignored and getattr(theirs, f.name) != getattr(ours, f.name)
+        ]
+        if differ:
+            raise checkpoint.CheckpointError(
+                f"train.init={path}: its model differs from this run's [model]: {', '.join(differ)}"
+            )
+        if not checkpoint.same_vocabulary(payload["vocab_files"], checkpoint.read_vocab_files(self.cfg.data.vocab)):
+            raise checkpoint.CheckpointError(
+                f"train.init={path}: its vocabulary is not the one in data.vocab={self.cfg.data.vocab}; "
+                "the token ids would mean different pieces"
+            )
+        self.module.load_state_dict(payload["model"])
+        log.info("initialized from %s; schedule from step %d on", path, self.cfg.train.lr_offset)
+
     def save(self, best: bool = False) -> None:
         if not self.is_main:
             return
@@ -257,7 +281,9 @@ class Trainer:
 
     def lr(self, step: int) -> float:
         t = self.cfg.train
-        return inverse_sqrt(step, self.cfg.model.d_model, t.warmup_steps, t.lr)
+        rate = inverse_sqrt(step + t.lr_offset, self.cfg.model.d_model, t.warmup_steps, t.lr)
+        # Adam's moments start from zero again: warm up to where the schedule stands, as a new run does.
+        return rate * min(1.0, step / t.warmup_steps) if t.lr_offset else rate
 
     def step_batches(self):  # type: ignore[no-untyped-def]
         """Yield (epoch, batch index, index list) from the saved position on, forever."""
@@ -278,6 +304,8 @@ class Trainer:
         last = self.run_dir / "last.pt"
         if last.exists():
             self.resume(last)
+        elif t.init:
+            self.initialize(Path(t.init))
         log.info("model: %s parameters on %s", f"{count_parameters(self.module):,}", self.device)
         self._install_signal_handlers()
         self.model.train()

@@ -1,0 +1,156 @@
+"""import-bundle (a bundle's graphs back to a checkpoint) and train.init (continue training from one)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import numpy_helper
+
+from service.tokenizer import Tokenizer
+from tests.conftest import tiny_config
+from training import checkpoint
+from training.config import Config, ModelConfig
+from training.export import export_bundle
+from training.import_bundle import ImportError_, import_bundle
+from training.model import Transformer
+from training.train import Trainer, inverse_sqrt, train
+
+
+def _params(path: Path) -> dict[str, torch.Tensor]:
+    model, _, _ = checkpoint.load_model(path)
+    return {name: p.detach() for name, p in model.named_parameters()}
+
+
+def test_fp32_bundle_imports_to_the_exported_weights_exactly(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    export_bundle(tiny_checkpoint, bundle, name="tiny")
+    out = tmp_path / "imported.pt"
+    done = subprocess.run(
+        [sys.executable, "-m", "training", "import-bundle", str(bundle), str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    summary = json.loads(done.stdout)
+    assert summary["weights"] == "fp32" and summary["parity"]["random"]["max_abs_diff"] < 1e-3
+    original, imported = _params(tiny_checkpoint), _params(out)
+    assert original.keys() == imported.keys()
+    for name, value in original.items():
+        assert torch.equal(imported[name], value), name
+    assert checkpoint.load(out)["vocab_files"] == checkpoint.load(tiny_checkpoint)["vocab_files"]
+    assert "train_state" not in checkpoint.load(out)  # weights only: a start for train.init, not a resume point
+
+
+def test_other_shapes_untied_output_and_post_norm(tiny_vocab: Path, tmp_path: Path) -> None:
+    """Three encoder layers, one decoder layer, a separate output projection: every parameter found again."""
+    cfg = ModelConfig(
+        vocab_size=len(Tokenizer(tiny_vocab)), d_model=32, n_heads=2, d_ff=48, encoder_layers=3, decoder_layers=1,
+        max_positions=64, tie_embeddings=False, pre_norm=False,
+    )  # fmt: skip
+    torch.manual_seed(3)
+    model = Transformer(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # biases and norms off their initial constants
+    source = tmp_path / "random.pt"
+    checkpoint.save(
+        source,
+        {
+            "config": Config(model=cfg).to_dict(),
+            "model": model.state_dict(),
+            "vocab_files": checkpoint.read_vocab_files(tiny_vocab),
+        },
+    )
+    export_bundle(source, tmp_path / "bundle")
+    import_bundle(tmp_path / "bundle", tmp_path / "back.pt")
+    original, imported = _params(source), _params(tmp_path / "back.pt")
+    assert "output_proj.weight" in original
+    for name, value in original.items():
+        assert torch.equal(imported[name], value), name
+
+
+def test_int8_channel_bundle_imports_within_one_quantization_step(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "int8"
+    export_bundle(tiny_checkpoint, bundle, quantize="int8-channel", tolerance=3.0)
+    import_bundle(bundle, tmp_path / "imported.pt")
+    original, imported = _params(tiny_checkpoint), _params(tmp_path / "imported.pt")
+    scales = [
+        numpy_helper.to_array(init)
+        for role in ("encoder.onnx", "decoder.onnx")
+        for init in onnx.load(str(bundle / role)).graph.initializer
+        if init.name.endswith("_scale") and init.name.startswith("onnx::MatMul")
+    ]
+    assert scales, "the int8 bundle has no quantized weights"
+    step = max(float(s.max()) for s in scales)
+    changed = 0
+    for name, value in original.items():
+        error = float((imported[name] - value).abs().max())
+        if value.dim() == 2 and name != "embed_tokens.weight":  # quantized matrices (the embedding stays float)
+            assert error <= step / 2 + 1e-6, (name, error, step)
+            changed += error > 0
+        else:
+            assert error == 0, name
+    assert changed > 0  # it did read the int8 values, not some float copy
+
+
+def test_a_bundle_with_a_final_logits_bias_is_refused(tiny_bundle: Path, tmp_path: Path) -> None:
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text())
+    manifest["architecture"]["final_logits_bias"] = True
+    copy = tmp_path / "bundle"
+    copy.mkdir()
+    for f in tiny_bundle.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ImportError_, match="final logits bias"):
+        import_bundle(copy, tmp_path / "x.pt")
+
+
+def test_train_init_starts_from_the_checkpoint(
+    tiny_checkpoint: Path, synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    # lr 0: Adam moves nothing, so the run's weights after its steps are exactly the init's.
+    cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=3, init=str(tiny_checkpoint), lr=0.0, lr_offset=1000)
+    train(cfg, tmp_path / "run")
+    start, after = _params(tiny_checkpoint), _params(tmp_path / "run" / "last.pt")
+    for name, value in start.items():
+        assert torch.equal(after[name], value), name
+
+
+def test_train_init_refuses_another_architecture_or_vocabulary(
+    tiny_checkpoint: Path, synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=1, init=str(tiny_checkpoint))
+    cfg.model.d_ff = 256
+    with pytest.raises(checkpoint.CheckpointError, match="d_ff 128 .ours 256."):
+        train(cfg, tmp_path / "arch")
+    other_vocab = tmp_path / "vocab"
+    other_vocab.mkdir()
+    for f in tiny_vocab.iterdir():
+        (other_vocab / f.name).write_bytes(f.read_bytes())
+    table = json.loads((other_vocab / "vocab.json").read_text())
+    (other_vocab / "vocab.json").write_text(json.dumps(table, indent=1))  # other bytes, same table: accepted
+    cfg = tiny_config(*synthetic_corpus, other_vocab, steps=1, init=str(tiny_checkpoint), lr=0.0)
+    train(cfg, tmp_path / "same-run")
+    pieces = table["pieces"]
+    pieces[5], pieces[6] = pieces[6], pieces[5]  # two ids swapped: the embeddings would mean other pieces
+    (other_vocab / "vocab.json").write_text(json.dumps(table))
+    cfg = tiny_config(*synthetic_corpus, other_vocab, steps=1, init=str(tiny_checkpoint))
+    with pytest.raises(checkpoint.CheckpointError, match="vocabulary"):
+        train(cfg, tmp_path / "vocab-run")
+
+
+def test_the_schedule_warms_up_to_where_the_init_left_it(synthetic_corpus: tuple[Path, Path], tiny_vocab: Path) -> None:
+    cfg = tiny_config(*synthetic_corpus, tiny_vocab, lr_offset=5000)
+    trainer = Trainer(cfg, "unused")
+    warmup, d_model, scale = cfg.train.warmup_steps, cfg.model.d_model, cfg.train.lr
+    assert trainer.lr(warmup) == pytest.approx(inverse_sqrt(warmup + 5000, d_model, warmup, scale))
+    assert trainer.lr(warmup // 2) == pytest.approx(0.5 * inverse_sqrt(warmup // 2 + 5000, d_model, warmup, scale))
+    assert trainer.lr(3 * warmup) == pytest.approx(inverse_sqrt(3 * warmup + 5000, d_model, warmup, scale))
+    assert np.isclose(trainer.lr(1), inverse_sqrt(5001, d_model, warmup, scale) / warmup)

@@ -1,0 +1,226 @@
+"""``python -m training import-bundle``: turn an exported model bundle back into a checkpoint.
+
+A bundle is what ships and what a server holds; the checkpoint it came from is often gone. Importing the bundle
+gives a weights-only checkpoint that ``train --init`` continues training from (new data, a new domain, more
+steps) and that ``export`` re-exports.
+
+How the weights are found: the exporter folds several parameters into one constant (the query/key/value
+projections into one matrix, the cross-attention keys and values of every decoder layer into another) and
+transposes them. Rather than restating those rules, the importer exports a model of the same architecture with
+random weights through the same exporter, learns which slice of which constant holds which parameter by
+comparing values, and reads the same slices from the bundle. int8 bundles are dequantized (weight = (q - zero
+point) x scale, per matrix or per column), so their import is the int8 model, not the float one it came from;
+fp16 bundles are widened to float32. The result is checked against the bundle with the export's parity check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from service.bundle import DECODER_FILE, ENCODER_FILE, read_manifest
+from service.tokenizer import Tokenizer
+from training.checkpoint import read_vocab_files, save
+from training.config import Config, ModelConfig
+from training.export import TOLERANCES, ExportError, _export_graphs, _parity
+from training.model import Transformer
+
+log = logging.getLogger(__name__)
+
+WEIGHT_OPS = ("MatMul", "MatMulInteger", "DynamicQuantizeMatMul")
+
+
+class ImportError_(ExportError):  # noqa: N801 - not the builtin ImportError
+    """The bundle cannot be turned back into a checkpoint; the message says why."""
+
+
+def model_config(manifest: dict[str, Any]) -> ModelConfig:
+    """The ModelConfig a bundle's manifest describes."""
+    arch, ids = manifest["architecture"], manifest["special_ids"]
+    if arch.get("type") != "transformer-encoder-decoder":
+        raise ImportError_(f"architecture type {arch.get('type')!r} is not one this importer knows")
+    return ModelConfig(
+        vocab_size=arch["vocab_size"],
+        d_model=arch["d_model"],
+        n_heads=arch["n_heads"],
+        d_ff=arch["d_ff"],
+        encoder_layers=arch["encoder_layers"],
+        decoder_layers=arch["decoder_layers"],
+        activation=arch["activation"],
+        pre_norm=arch["pre_norm"],
+        max_positions=arch["max_positions"],
+        positional_layout=arch["positional_layout"],
+        tie_embeddings=arch["tie_embeddings"],
+        scale_embeddings=arch["scale_embeddings"],
+        final_logits_bias=arch["final_logits_bias"],
+        pad_id=ids["pad"],
+        unk_id=ids["unk"],
+        bos_id=ids["bos"],
+        eos_id=ids["eos"],
+    )
+
+
+def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True) -> dict[str, Any]:
+    """Write the weights of the bundle at ``bundle_dir`` as a checkpoint ``out``; returns a summary."""
+    bundle = Path(bundle_dir)
+    manifest = read_manifest(bundle)
+    cfg = model_config(manifest)
+    if cfg.final_logits_bias:
+        raise ImportError_(
+            f"{bundle}: the model has a final logits bias, which the decoder graph folds together with the search's "
+            "masks; import such models from their Marian directory (import-marian) instead"
+        )
+    vocab_files = read_vocab_files(bundle)
+    model = Transformer(cfg)
+    reference = Transformer(cfg)  # random weights: its export shows where each parameter lands
+    with torch.no_grad():
+        for param in reference.parameters():  # LayerNorm ones and zero biases would all look alike
+            param.copy_(torch.randn_like(param))
+    export = manifest["export"]
+    with tempfile.TemporaryDirectory(prefix="import-bundle-") as tmp:
+        _export_graphs(reference, Path(tmp), export["opset"], export["attention_layer"])
+        found: dict[str, torch.Tensor] = {}
+        for role in (ENCODER_FILE, DECODER_FILE):
+            found.update(_weights_of(onnx.load(str(Path(tmp) / role)), onnx.load(str(bundle / role)), reference, role))
+    expected = dict(model.named_parameters())
+    missing = sorted(set(expected) - set(found))
+    if missing:
+        raise ImportError_(f"{bundle}: no value found for {missing}; was it exported by another version?")
+    with torch.no_grad():
+        for name, param in expected.items():
+            if found[name].shape != param.shape:
+                raise ImportError_(
+                    f"{bundle}: {name} has shape {tuple(found[name].shape)}, expected {tuple(param.shape)}"
+                )
+            param.copy_(found[name])
+    model.eval()
+    mode = "int8" if export.get("quantize", "none").startswith("int8") else export.get("dtype", "fp32")
+    parity: dict[str, Any] = {}
+    if check:  # the bundle itself is the reference: the imported model must compute what it computes
+        tolerance = 3.0 if mode == "int8" else TOLERANCES[mode]
+        parity = _parity(model, bundle, Tokenizer(bundle), None, export["attention_layer"], mode, tolerance)
+    save(out, {"config": Config(model=cfg).to_dict(), "model": model.state_dict(), "vocab_files": vocab_files})
+    log.info("imported %s (%s %s, %s) into %s", bundle, manifest["name"], manifest["version"], mode, out)
+    return {
+        "checkpoint": str(out),
+        "bundle": str(bundle),
+        "name": manifest["name"],
+        "version": manifest["version"],
+        "weights": mode,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "parity": parity,
+    }
+
+
+def _initializers(graph: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {init.name: numpy_helper.to_array(init) for init in graph.graph.initializer}
+
+
+def _value(target: dict[str, np.ndarray], name: str, role: str) -> np.ndarray:
+    """Initializer ``name`` of the bundle as float32, dequantized if the quantizer replaced it."""
+    if name in target:
+        return target[name].astype(np.float32)
+    if name + "_quantized" in target:
+        q = target[name + "_quantized"].astype(np.float32)
+        scale = target[name + "_scale"].astype(np.float32)
+        zero = target[name + "_zero_point"].astype(np.float32)
+        return (q - zero) * scale  # per matrix: scalars; per column: one entry per output column
+    raise ImportError_(f"{role}: the bundle has no initializer {name!r}; was it exported by another version?")
+
+
+def _weights_of(
+    fresh: onnx.ModelProto, bundle: onnx.ModelProto, reference: Transformer, role: str
+) -> dict[str, torch.Tensor]:
+    """Parameter name -> value, read from ``bundle`` at the places ``fresh`` (the reference's export) shows."""
+    params = {f"model.{name}": param for name, param in reference.named_parameters()}  # as the graphs name them
+    fresh_values, target = _initializers(fresh), _initializers(bundle)
+    found: dict[str, torch.Tensor] = {}
+    exact: set[str] = set()
+    for name, value in fresh_values.items():  # parameters the exporter kept as they are
+        if name in params and tuple(value.shape) == tuple(params[name].shape):
+            found[name] = torch.from_numpy(_value(target, name, role).copy())
+            exact.add(name)
+    # Columns of every weight matrix: key = a column of some parameter's transpose, exactly as exported.
+    columns: dict[bytes, tuple[str, int]] = {}
+    for name, param in params.items():
+        if param.dim() == 2 and name.endswith("weight"):
+            columns.setdefault(param.detach().numpy()[0].tobytes(), (name, param.shape[0]))
+    for node in fresh.graph.node:
+        if node.op_type not in WEIGHT_OPS or len(node.input) < 2 or node.input[1] not in fresh_values:
+            continue
+        weight_name = node.input[1]
+        matrix = fresh_values[weight_name]  # (in, out): x @ W
+        parts = _column_parts(matrix, params, columns, role, weight_name)
+        value = _value(target, weight_name, role)
+        bias_name = _bias_of(fresh, node, fresh_values)
+        bias = _value(target, bias_name, role) if bias_name and bias_name not in params else None
+        start = 0
+        for param_name, width in parts:
+            if param_name not in exact:
+                found[param_name] = torch.from_numpy(np.ascontiguousarray(value[:, start : start + width].T))
+            if bias is not None:
+                bias_param = param_name.removesuffix("weight") + "bias"
+                if bias_param in params and bias_param not in exact:
+                    found[bias_param] = torch.from_numpy(bias[start : start + width].copy())
+            start += width
+    return {name.removeprefix("model."): value for name, value in found.items()}
+
+
+def _column_parts(
+    matrix: np.ndarray,
+    params: dict[str, torch.nn.Parameter],
+    columns: dict[bytes, tuple[str, int]],
+    role: str,
+    what: str,
+) -> list[tuple[str, int]]:
+    """Which parameters' transposes, side by side, make up ``matrix``."""
+    parts: list[tuple[str, int]] = []
+    start = 0
+    while start < matrix.shape[1]:
+        key = np.ascontiguousarray(matrix[:, start]).tobytes()
+        if key not in columns:
+            raise ImportError_(f"{role}: columns {start}.. of {what} match no parameter of the architecture")
+        name, width = columns[key]
+        expected = params[name].detach().numpy().T
+        if not np.array_equal(matrix[:, start : start + width], expected):
+            raise ImportError_(f"{role}: {what} holds part of {name} but not all of it")
+        parts.append((name, width))
+        start += width
+    return parts
+
+
+def _bias_of(graph: onnx.ModelProto, node: onnx.NodeProto, initializers: dict[str, np.ndarray]) -> str | None:
+    """The constant added to ``node``'s output, if the next node is that Add."""
+    for other in graph.graph.node:
+        if other.op_type == "Add" and node.output[0] in other.input:
+            constants = [name for name in other.input if name in initializers]
+            return constants[0] if constants else None
+    return None
+
+
+def _run(args: argparse.Namespace) -> int:
+    print(json.dumps(import_bundle(args.bundle, args.out, check=not args.no_check), indent=2))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``import-bundle`` to ``python -m training``."""
+    p = subparsers.add_parser(
+        "import-bundle",
+        help="turn a model bundle back into a checkpoint (to continue training it with train --init)",
+        description="Read the weights out of a bundle's ONNX graphs (int8 bundles are dequantized, fp16 ones "
+        "widened) and write a weights-only checkpoint with the bundle's vocabulary, checked against the bundle.",
+    )
+    p.add_argument("bundle", help="bundle directory (manifest.json, encoder.onnx, decoder.onnx, vocabulary)")
+    p.add_argument("out", help="checkpoint file to write (.pt)")
+    p.add_argument("--no-check", action="store_true", help="skip the parity check against the bundle")
+    p.set_defaults(func=_run)
