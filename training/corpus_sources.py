@@ -215,7 +215,6 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GFDL-1.2-or-later (GIMP documentation team)",
             debs=("gimp-help-en", "gimp-help-de"),
             description="GIMP 2.10 user manual: HTML pages aligned block by block",
-            default=False,  # opt-in (--sources all,manuals) until a default model is trained on it
         ),
         SourceSpec(
             "debian-reference",
@@ -224,7 +223,6 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-2.0-or-later (Osamu Aoki and translators)",
             debs=("debian-reference-en", "debian-reference-de"),
             description="Debian Reference 2: HTML chapters aligned block by block",
-            default=False,
         ),
         SourceSpec(
             "debian-edu-doc",
@@ -233,7 +231,6 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-2.0-or-later (Debian Edu documentation team)",
             debs=("debian-edu-doc-en", "debian-edu-doc-de"),
             description="Debian Edu manuals (bookworm, bullseye): one page each, aligned section by section",
-            default=False,
         ),
     ]
     specs.append(

@@ -128,10 +128,10 @@ def test_pages_side_by_side_pair_by_their_language_suffix(tmp_path: Path) -> Non
     assert ("Color Picker", "Farbpipette") in [(p.en, p.de) for p in extract_docbook_pairs("ref", pages, [])]
 
 
-def test_the_manuals_are_opt_in_and_give_test_pairs_but_no_dev_pairs() -> None:
+def test_the_manuals_are_default_sources_and_give_test_pairs_but_no_dev_pairs() -> None:
     manuals = {"gimp-help", "debian-reference", "debian-edu-doc"}
-    assert not manuals & set(resolve_sources(None))
-    assert set(resolve_sources(["all", "manuals"])) == set(resolve_sources(None)) | manuals
+    assert manuals <= set(resolve_sources(None))  # in the default corpus since model 0.3.0
+    assert manuals <= set(resolve_sources(["manuals"])) < set(resolve_sources(None))
     pairs = [
         Pair("gimp-help", f"page{u}.html", f"Select the {u} tool number {i} here.", f"Wählen Sie Werkzeug {i} von {u}.")
         for u in range(40)
