@@ -154,3 +154,15 @@ def test_the_schedule_warms_up_to_where_the_init_left_it(synthetic_corpus: tuple
     assert trainer.lr(warmup // 2) == pytest.approx(0.5 * inverse_sqrt(warmup // 2 + 5000, d_model, warmup, scale))
     assert trainer.lr(3 * warmup) == pytest.approx(inverse_sqrt(3 * warmup + 5000, d_model, warmup, scale))
     assert np.isclose(trainer.lr(1), inverse_sqrt(5001, d_model, warmup, scale) / warmup)
+
+
+def test_fp16_bundle_imports_within_half_precision(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    export_bundle(tiny_checkpoint, tmp_path / "fp16", dtype="fp16")
+    summary = import_bundle(tmp_path / "fp16", tmp_path / "imported.pt")
+    assert summary["weights"] == "fp16"
+    original, imported = _params(tiny_checkpoint), _params(tmp_path / "imported.pt")
+    for name, value in original.items():
+        assert imported[name].dtype == torch.float32
+        assert torch.allclose(imported[name], value, rtol=2**-10, atol=1e-6), name  # fp16 keeps 11 bits
+        # exactly the rounded weights, or the weights themselves where the graph kept float32 (LayerNorm)
+        assert torch.equal(imported[name], value.half().float()) or torch.equal(imported[name], value), name
