@@ -36,8 +36,6 @@ from training.model import Transformer
 
 log = logging.getLogger(__name__)
 
-WEIGHT_OPS = ("MatMul", "MatMulInteger", "DynamicQuantizeMatMul")
-
 
 class ImportError_(ExportError):  # noqa: N801 - not the builtin ImportError
     """The bundle cannot be turned back into a checkpoint; the message says why."""
@@ -154,14 +152,16 @@ def _weights_of(
     for name, param in params.items():
         if param.dim() == 2 and name.endswith("weight"):
             columns.setdefault(param.detach().numpy()[0].tobytes(), (name, param.shape[0]))
-    for node in fresh.graph.node:
-        if node.op_type not in WEIGHT_OPS or len(node.input) < 2 or node.input[1] not in fresh_values:
+    biases = _added_constants(fresh, fresh_values)
+    for node in fresh.graph.node:  # the reference's graphs are float32: every weight product is a MatMul
+        if node.op_type != "MatMul" or node.input[1] not in fresh_values:
             continue
         weight_name = node.input[1]
-        matrix = fresh_values[weight_name]  # (in, out): x @ W
-        parts = _column_parts(matrix, params, columns, role, weight_name)
+        parts = _column_parts(fresh_values[weight_name], params, columns, role, weight_name)
+        if all(name in exact for name, _ in parts):
+            continue  # e.g. the tied output projection: the embedding was read as it is
         value = _value(target, weight_name, role)
-        bias_name = _bias_of(fresh, node, fresh_values)
+        bias_name = biases.get(node.output[0])
         bias = _value(target, bias_name, role) if bias_name and bias_name not in params else None
         start = 0
         for param_name, width in parts:
@@ -198,13 +198,16 @@ def _column_parts(
     return parts
 
 
-def _bias_of(graph: onnx.ModelProto, node: onnx.NodeProto, initializers: dict[str, np.ndarray]) -> str | None:
-    """The constant added to ``node``'s output, if the next node is that Add."""
-    for other in graph.graph.node:
-        if other.op_type == "Add" and node.output[0] in other.input:
-            constants = [name for name in other.input if name in initializers]
-            return constants[0] if constants else None
-    return None
+def _added_constants(graph: onnx.ModelProto, initializers: dict[str, np.ndarray]) -> dict[str, str]:
+    """Output name -> the constant an Add node adds to it (a product's bias)."""
+    added: dict[str, str] = {}
+    for node in graph.graph.node:
+        if node.op_type == "Add":
+            constants = [name for name in node.input if name in initializers]
+            for name in node.input:
+                if constants and name not in initializers:
+                    added.setdefault(name, constants[0])
+    return added
 
 
 def _run(args: argparse.Namespace) -> int:
