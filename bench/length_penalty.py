@@ -21,11 +21,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.loadtools import write_report  # noqa: E402
+from bench.loadtools import alternated, write_report  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions  # noqa: E402
 from training.data import read_pairs  # noqa: E402
-from training.evaluate import translate_texts  # noqa: E402
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, float]:
@@ -70,15 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.files:
         pairs = read_pairs(path)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        hyps: dict[float, list[str]] = {}
-        seconds: dict[float, list[float]] = {value: [] for value in values}
-        for _ in range(args.repeats):
-            for value in values:
-                options = DecodeOptions(
-                    beam_size=args.beam, length_penalty=value, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE
-                )
-                hyps[value], took = translate_texts(engine, sources, options, args.batch)
-                seconds[value].append(took)
+        options = {
+            value: DecodeOptions(
+                beam_size=args.beam, length_penalty=value, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE
+            )
+            for value in values
+        }
+        hyps, seconds = alternated(engine, sources, options, args.batch, args.repeats)
         for value in values:
             rows.append(
                 {

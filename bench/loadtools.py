@@ -1,4 +1,5 @@
-"""Shared pieces of the load benchmarks (bench/overload.py, bench/soak.py) and their CI tests.
+"""Shared pieces of the load benchmarks (bench/overload.py, bench/soak.py) and their CI tests, and of the
+decoding-option sweeps (bench/length_penalty.py, bench/repeats.py).
 
 A server under test is ``python -m service`` (or the fake-engine variant of the tests) started as a
 subprocess on 127.0.0.1 and a free port; the load comes from one asyncio httpx client. Everything
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 import httpx
 
 T = TypeVar("T")
+K = TypeVar("K")
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["red", "blue", "green", "black", "white", "gold", "pink", "gray", "cyan", "teal", "navy", "plum"]
 """The tiny test model's vocabulary (tests/synthetic.py); plain English words for a real model too."""
@@ -195,6 +197,22 @@ def access_log_latencies(log: str, path: str = "/translate") -> dict[int, list[f
         if record.get("path") == path:
             out.setdefault(int(record["status"]), []).append(float(record["latency_ms"]) / 1000)
     return out
+
+
+def alternated(
+    engine: Any, sources: list[str], options: dict[K, Any], batch: int, repeats: int
+) -> tuple[dict[K, list[str]], dict[K, list[float]]]:
+    """Translate ``sources`` once per entry of ``options`` (DecodeOptions), the entries alternated ``repeats``
+    times (a b a b ...) so they share the machine's state: the last translations and every run's seconds."""
+    from training.evaluate import translate_texts
+
+    hyps: dict[K, list[str]] = {}
+    seconds: dict[K, list[float]] = {key: [] for key in options}
+    for _ in range(repeats):
+        for key, option in options.items():
+            hyps[key], took = translate_texts(engine, sources, option, batch)
+            seconds[key].append(took)
+    return hyps, seconds
 
 
 def write_report(out: Path, markdown: str, data: object) -> None:

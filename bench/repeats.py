@@ -19,11 +19,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.loadtools import write_report  # noqa: E402
+from bench.loadtools import alternated, write_report  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
 from training.data import read_pairs  # noqa: E402
-from training.evaluate import translate_texts  # noqa: E402
 
 
 def repeats_words(text: str, n: int = 3) -> bool:
@@ -51,13 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     for test in args.tests:
         pairs = read_pairs(test)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        seconds: dict[int, list[float]] = {n: [] for n in sizes}
-        hyps: dict[int, list[str]] = {}
-        for _ in range(args.repeats):
-            for n in sizes:
-                options = DecodeOptions(beam_size=args.beam, no_repeat_ngram_size=n)
-                hyps[n], took = translate_texts(engine, sources, options, args.batch)
-                seconds[n].append(took)
+        options = {n: DecodeOptions(beam_size=args.beam, no_repeat_ngram_size=n) for n in sizes}
+        hyps, seconds = alternated(engine, sources, options, args.batch, args.repeats)
         for n in sizes:
             loops = sum(repeats_words(h) and not repeats_words(r) for h, r in zip(hyps[n], refs, strict=True))
             rows.append(
