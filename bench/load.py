@@ -11,7 +11,9 @@ until ``--requests`` requests are answered (or ``--deadline`` seconds pass). It 
 
 The raw engine figure is the same sentences translated in-process by ``Engine.translate_ids`` in batches
 of that mean size, same threads and beam, measured right after the level; the ratio server / engine says
-what HTTP, JSON, queueing and batching cost. Writes OUT.md, OUT.json and OUT.png.
+what HTTP, JSON, queueing and batching cost. A second table splits the CPU time of each level between the
+load generator (this process), the server's event-loop thread and its other threads (/proc), which says how
+much of the gap is the client sharing the machine. Writes OUT.md, OUT.json and OUT.png.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -31,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.loadtools import machine, percentile, run_loop, server_process  # noqa: E402
+from bench.loadtools import machine, percentile, run_loop, server_process, thread_cpu_seconds  # noqa: E402
 
 
 def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
@@ -45,8 +48,15 @@ def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
     return total, count
 
 
+def cpu_split(before: dict[int, float], after: dict[int, float], main: int) -> tuple[float, float]:
+    """(main thread, other threads) CPU seconds between two ``thread_cpu_seconds`` snapshots."""
+    spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}  # a thread born meanwhile started at 0
+    loop = spent.pop(main, 0.0)
+    return loop, sum(spent.values())
+
+
 async def closed_loop(
-    url: str, sentences: list[str], clients: int, requests: int, beam: int, deadline_s: float
+    url: str, sentences: list[str], clients: int, requests: int, beam: int, deadline_s: float, server_pid: int
 ) -> dict[str, Any]:
     latencies: list[float] = []
     failures: dict[str, int] = {}
@@ -74,9 +84,12 @@ async def closed_loop(
                 except httpx.HTTPError as err:
                     failures[type(err).__name__] = failures.get(type(err).__name__, 0) + 1
 
+        server_cpu0, client_cpu0 = thread_cpu_seconds(server_pid), time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
         elapsed = time.perf_counter() - started
+        client_cpu = time.process_time() - client_cpu0  # this process: the clients (the engine here is idle)
+        loop_cpu, other_cpu = cpu_split(server_cpu0, thread_cpu_seconds(server_pid), server_pid)
         after = (await client.get("/metrics")).text
     b_sum0, b_count0 = histogram_totals(before, "mt_batch_size_sentences")
     b_sum1, b_count1 = histogram_totals(after, "mt_batch_size_sentences")
@@ -92,6 +105,10 @@ async def closed_loop(
         "p99_ms": 1000 * percentile(latencies, 99),
         "batches": batches,
         "mean_batch": (b_sum1 - b_sum0) / batches if batches else 0.0,
+        "client_cpu_s": client_cpu,
+        "server_loop_cpu_s": loop_cpu,
+        "server_other_cpu_s": other_cpu,
+        "cpu_capacity_s": elapsed * (os.cpu_count() or 1),
     }
 
 
@@ -166,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             with server_process(Path(args.bundle), Path(tmp) / f"{name}.log", flags=flags) as server:
                 for clients in levels:
                     level = run_loop(
-                        closed_loop(server.url, sentences, clients, args.requests, args.beam, args.deadline)
+                        closed_loop(server.url, sentences, clients, args.requests, args.beam, args.deadline, server.pid)
                     )
                     batch = max(1, round(level["mean_batch"]))
                     level["engine_batch"] = batch
@@ -211,6 +228,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} "
                 f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} | {gain} |"
             )
+    cpu_table = [
+        "| batching | clients | client CPU | server event loop | server other threads | idle | "
+        "event loop ms/request | other threads ms/request |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, rows in results.items():
+        for r in rows:
+            capacity, answered = r["cpu_capacity_s"], max(1, r["answered"])
+            used = r["client_cpu_s"] + r["server_loop_cpu_s"] + r["server_other_cpu_s"]
+            cpu_table.append(
+                f"| {name.split()[1]} | {r['clients']} | {r['client_cpu_s'] / capacity:.0%} "
+                f"| {r['server_loop_cpu_s'] / capacity:.0%} | {r['server_other_cpu_s'] / capacity:.0%} "
+                f"| {max(0.0, 1 - used / capacity):.0%} | {1000 * r['server_loop_cpu_s'] / answered:.2f} "
+                f"| {1000 * r['server_other_cpu_s'] / answered:.2f} |"
+            )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     has_plot = plot(results, out.with_suffix(".png"))
@@ -225,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
             + (f"; batching on with --max-wait-ms {args.max_wait_ms}." if args.max_wait_ms is not None else "."),
             "",
             *table,
+            "",
+            "Where the CPU went during each level, as shares of all CPUs over the level's wall time (from "
+            "/proc: the load generator's process, the server's main thread, which runs the event loop with HTTP, "
+            "JSON and validation, and the server's other threads: batcher, tokenization pool, onnxruntime):",
+            "",
+            *cpu_table,
             "",
             *([f"![load]({out.with_suffix('.png').name})", ""] if has_plot else []),
         ]

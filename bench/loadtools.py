@@ -129,6 +129,24 @@ def process_stats(pid: int) -> dict[str, int]:
     return stats
 
 
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) so far of each thread of a process, by thread id, from /proc.
+
+    The main thread's id is the process id: in the server that is the event loop (HTTP, JSON, validation);
+    the others are the batcher's worker, ``asyncio.to_thread``'s pool and onnxruntime's intra-op pool.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended between listing and reading
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3 of stat(5)
+        seconds[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14, 15
+    return seconds
+
+
 def metric(text: str, name: str) -> float | None:
     """The value of an unlabelled sample ``name`` in Prometheus text format."""
     for line in text.splitlines():

@@ -1,0 +1,49 @@
+"""bench/loadtools' /proc readings, which bench/load.py's CPU table rests on."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from bench.load import cpu_split
+from bench.loadtools import thread_cpu_seconds
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _burn(seconds: float, tids: list[int]) -> None:
+    tids.append(threading.get_native_id())
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_thread_cpu_is_charged_to_the_thread_that_spent_it() -> None:
+    tids: list[int] = []
+    done = threading.Event()
+
+    def burn_then_wait() -> None:
+        _burn(0.3, tids)
+        done.wait()
+
+    worker = threading.Thread(target=burn_then_wait)
+    before = thread_cpu_seconds(os.getpid())
+    worker.start()
+    while not tids:
+        time.sleep(0.001)
+    time.sleep(0.05)
+    deadline = time.monotonic() + 30
+    while thread_cpu_seconds(os.getpid()).get(tids[0], 0.0) < 0.25 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    after = thread_cpu_seconds(os.getpid())
+    done.set()
+    worker.join()
+    main, others = cpu_split(before, after, os.getpid())
+    assert tids[0] != os.getpid()
+    assert after[tids[0]] >= 0.25  # clock ticks are 10 ms: 0.3 s of burn reads 0.29-0.31
+    assert others >= after[tids[0]] - before.get(tids[0], 0.0)
+    assert main < after[tids[0]]
