@@ -56,6 +56,10 @@ class DataConfig:
     max_source_pieces: int = 128
     max_target_pieces: int = 128
     dev_bleu_sentences: int = 500
+    placeholder_fills: int = 0
+    """Filled copies added per training pair whose sides hold the same placeholders (%s, %d, {name}, %1):
+    each placeholder replaced by a random number, file name, URL, ... the same on both sides, so the model
+    learns to copy literals (training/literals.py). 0: off."""
     pad_multiple: int = 8  # pad batch widths to a multiple of this: few distinct shapes for oneDNN (and GPU kernels)
 
 

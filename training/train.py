@@ -29,6 +29,7 @@ from training.cached_decode import cached_greedy
 from training.config import Config, dump_toml
 from training.data import Example, encode_pairs, padded_width, read_pairs, token_batches
 from training.decode import strip_eos
+from training.literals import filled_copies
 from training.model import Transformer, count_parameters, label_smoothed_nll
 
 log = logging.getLogger("training")
@@ -164,7 +165,11 @@ class Trainer:
         cfg.model.bos_id, cfg.model.eos_id = sp.bos_id, sp.eos_id
         limit = min(cfg.data.max_source_pieces, cfg.model.max_positions)
         target_limit = min(cfg.data.max_target_pieces, cfg.model.max_positions)
-        self.train, dropped = encode_pairs(self.tokenizer, read_pairs(cfg.data.train), limit, target_limit)
+        pairs = read_pairs(cfg.data.train)
+        filled = filled_copies(pairs, cfg.data.placeholder_fills, cfg.train.seed)
+        if filled:
+            log.info("placeholder_fills=%d: %d filled copies added", cfg.data.placeholder_fills, len(filled))
+        self.train, dropped = encode_pairs(self.tokenizer, pairs + filled, limit, target_limit)
         if not self.train:
             raise ValueError(f"{cfg.data.train}: no pair fits the length limits; nothing to train on")
         dev_pairs = read_pairs(cfg.data.dev)

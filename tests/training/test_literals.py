@@ -1,0 +1,97 @@
+"""Placeholder filling (training/literals.py): the same literal on both sides, by the placeholders' own rules."""
+
+from __future__ import annotations
+
+import re
+
+from training.literals import filled_copies, placeholders
+
+PAIRS = [
+    ("Could not open %s: %s", "%s konnte nicht geöffnet werden: %s"),
+    ("Page %1$d of %2$s", "%2$s, Seite %1$d"),
+    ("Deleted {count} files from {folder}.", "{count} Dateien aus {folder} gelöscht."),
+    ("%(user)s joined %(team)s", "%(user)s ist %(team)s beigetreten"),
+    ("%1 of %2 pages printed", "%1 von %2 Seiten gedruckt"),
+    ("Progress: %.1f %%", "Fortschritt: %.1f %%"),  # locale-dependent rendering: left alone
+    ("%s files", "%d Dateien"),  # different kinds: left alone
+    ("Saved %s%s", "%s%s gespeichert"),  # run-together placeholders: left alone
+    ("You logged in using %s for the first time", "Sie haben sich mit %szum ersten Mal angemeldet"),
+    ("Plain text with no placeholder.", "Einfacher Text ohne Platzhalter."),
+    ("Done in %d seconds", "Fertig"),  # target lacks the placeholder: left alone
+]
+
+
+def literals(template: str, filled: str) -> list[str]:
+    """The strings that took the place of the template's placeholders, in the template's order."""
+    pattern, last = "", 0
+    for _, _, (start, end) in placeholders(template) or []:
+        pattern += re.escape(template[last:start]) + "(.+?)"
+        last = end
+    return list(re.fullmatch(pattern + re.escape(template[last:]), filled).groups())  # type: ignore[union-attr]
+
+
+def test_only_pairs_whose_placeholders_correspond_are_filled() -> None:
+    out = filled_copies(PAIRS, copies=3, seed=1)
+    sources = {src for src, _ in PAIRS[:5]}
+    assert len(out) == 3 * 5
+    templates = [next(s for s in sources if literals_fit(s, src)) for src, _ in out]
+    assert sorted(set(templates)) == sorted(sources)
+
+
+def literals_fit(template: str, filled: str) -> bool:
+    try:
+        literals(template, filled)
+    except AttributeError:
+        return False
+    return True
+
+
+def test_each_placeholder_gets_the_same_literal_on_both_sides() -> None:
+    by_source = dict(PAIRS)
+    for src, tgt in filled_copies(PAIRS, copies=20, seed=2):
+        template = next(s for s in by_source if literals_fit(s, src))
+        src_keys = [key for key, _, _ in placeholders(template) or []]
+        tgt_keys = [key for key, _, _ in placeholders(by_source[template]) or []]
+        src_values = dict(zip(src_keys, literals(template, src), strict=True))
+        tgt_values = dict(zip(tgt_keys, literals(by_source[template], tgt), strict=True))
+        assert src_values == tgt_values, (src, tgt)
+        assert "%" not in src and "{" not in src
+
+
+def test_integer_conversions_get_integers_and_copies_differ() -> None:
+    out = filled_copies([("Page %1$d of %2$s", "%2$s, Seite %1$d")], copies=50, seed=3)
+    pages = [literals("Page %1$d of %2$s", src)[0] for src, _ in out]
+    assert all(p.isdigit() for p in pages)
+    assert len({src for src, _ in out}) > 40
+    kinds = {literals("Page %1$d of %2$s", src)[1] for src, _ in out}
+    assert any("://" in k for k in kinds) and any("@" in k for k in kinds) and any(k.isdigit() for k in kinds)
+
+
+def test_deterministic_in_the_seed() -> None:
+    assert filled_copies(PAIRS, 2, seed=5) == filled_copies(PAIRS, 2, seed=5)
+    assert filled_copies(PAIRS, 2, seed=5) != filled_copies(PAIRS, 2, seed=6)
+    assert filled_copies(PAIRS, 0, seed=5) == []
+
+
+def test_percent_signs_that_are_not_placeholders() -> None:
+    assert placeholders("100 %% sure") == []
+    assert placeholders("50% done") == []  # "% d" with a space flag is not taken for a placeholder
+    assert placeholders("Progress %.2f") is None
+
+
+def test_training_adds_the_filled_copies(synthetic_corpus, tiny_vocab, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import tiny_config
+    from training.train import Trainer
+
+    train = tmp_path / "train.tsv"
+    base = synthetic_corpus[0].read_text(encoding="utf-8").splitlines()
+    extra = ["a %s b\tb %s a", "c {x} d\td {x} c", "e %d f\tf g"]  # the last one's target lacks the %d
+    train.write_text("\n".join(base + extra) + "\n", encoding="utf-8")
+    counts = {}
+    for fills in (0, 3):
+        cfg = tiny_config(train, synthetic_corpus[1], tiny_vocab)
+        cfg.data.placeholder_fills = fills
+        trainer = Trainer(cfg, tmp_path / f"run{fills}")
+        trainer.load_data()
+        counts[fills] = len(trainer.train)
+    assert counts[3] == counts[0] + 3 * 2

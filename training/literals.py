@@ -1,0 +1,172 @@
+"""Teach the model to copy literals: training pairs with placeholders, filled in the same on both sides.
+
+Software catalogs are full of pairs like ``Could not open %s`` / ``%s konnte nicht geöffnet werden``, but real
+text has ``Could not open "config.yaml"`` or ``The file is larger than 25 MB`` where the catalog had ``%s`` or
+``%d``. A model trained only on the catalogs' form learns to copy ``%s`` and never sees a file name, URL or
+number it must pass through unchanged, and drops or mangles them. For every training pair whose two sides hold
+the same placeholders, ``filled_copies`` adds copies with each placeholder replaced by one random literal, the
+same on both sides: integers for ``%d``-like conversions, and for string ones (``%s``, ``%(name)s``, ``{name}``,
+Qt's ``%1``) an integer, file name, path, URL, e-mail address, identifier or version number.
+
+Placeholders correspond across the sides by position (``%1$s``, ``%1``), by name (``%(name)s``, ``{name}``) or,
+for plain printf conversions, by order of occurrence (which printf itself requires). A pair whose placeholders
+do not correspond exactly, or that holds a conversion whose rendering depends on the locale (``%f``, ``%g``:
+2.5 is 2,5 in German), is left alone. The originals are kept: the copies are added. Deterministic in ``seed``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+
+Pair = tuple[str, str]
+
+_PRINTF = (
+    r"%(?:(?P<pos>\d+)\$)?(?:\((?P<name>[A-Za-z_]\w*)\))?"  # %3$d, %(name)s
+    r"[-+#0']*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L|q)?(?P<conv>[a-zA-Z])"  # flags, width, precision, length, conversion
+)
+PLACEHOLDER = re.compile(rf"%%|{_PRINTF}|%(?P<qt>\d{{1,2}})(?![\d$])|\{{(?P<brace>[A-Za-z_]\w*|\d+)\}}")
+"""printf (``%s``, ``%3$d``, ``%(name)s``, ``%lu``), Qt (``%1``) and brace (``{name}``, ``{0}``) placeholders;
+``%%`` is matched so that it is skipped, not read as the start of one."""
+
+Found = list[tuple[tuple[str, str], str, tuple[int, int]]]
+"""(key, kind, span) per placeholder."""
+
+_INTEGER_CONVERSIONS = set("diu")
+_STRING_CONVERSIONS = {"s"}
+
+_EXTENSIONS = ("txt", "conf", "yaml", "json", "png", "jpg", "pdf", "csv", "log", "py", "html", "xml", "odt", "zip")
+_DOMAINS = ("org", "com", "net", "de", "io")
+
+
+def placeholders(text: str) -> Found | None:
+    """(key, kind, span) of each placeholder in ``text``; None when one cannot be filled safely.
+
+    ``key`` says which placeholder of the other side this one corresponds to; ``kind`` is ``int`` or ``any``.
+    """
+    found: Found = []
+    sequence = 0
+    for match in PLACEHOLDER.finditer(text):
+        if match.group(0) == "%%":
+            continue
+        if match.group("brace") is not None:
+            found.append((("brace", match.group("brace")), "any", match.span()))
+            continue
+        if match.group("qt") is not None:
+            found.append((("pos", match.group("qt")), "any", match.span()))
+            continue
+        conv = match.group("conv")
+        if conv in _INTEGER_CONVERSIONS:
+            kind = "int"
+        elif conv in _STRING_CONVERSIONS:
+            kind = "any"
+        else:
+            return None  # %f, %g, %x, %c, gcc's %L, ...: locale-dependent or not a literal we can invent
+        if match.group("pos"):
+            key = ("pos", match.group("pos"))
+        elif match.group("name"):
+            key = ("name", match.group("name"))
+        else:
+            key, sequence = ("seq", str(sequence)), sequence + 1
+        found.append((key, kind, match.span()))
+    return found
+
+
+def _stands_alone(text: str, spans: Found) -> bool:
+    """No placeholder touches a letter, digit or another placeholder (``%s%s``, ``%szum``): filled, such
+    spots give run-together text that teaches nothing about copying."""
+    for _, _, (start, end) in spans:
+        if start > 0 and (text[start - 1].isalnum() or _ends_at(spans, start)):
+            return False
+        if end < len(text) and (text[end].isalnum() or _starts_at(spans, end)):
+            return False
+    return True
+
+
+def _ends_at(spans: Found, position: int) -> bool:
+    return any(span[1] == position for _, _, span in spans)
+
+
+def _starts_at(spans: Found, position: int) -> bool:
+    return any(span[0] == position for _, _, span in spans)
+
+
+def _fill(text: str, spans: Found, values: dict[tuple[str, str], str]) -> str:
+    out, last = [], 0
+    for key, _, (start, end) in spans:
+        out += [text[last:start], values[key]]
+        last = end
+    return "".join(out + [text[last:]])
+
+
+def literal_makers(words: Sequence[str]) -> dict[str, Callable[[random.Random], str]]:
+    """Random literals of each kind, built from ``words`` (plain lowercase words) and digits."""
+
+    def word(rng: random.Random) -> str:
+        return rng.choice(words)
+
+    def integer(rng: random.Random) -> str:
+        return str(rng.choice((rng.randint(0, 9), rng.randint(10, 99), rng.randint(100, 999), rng.randint(1000, 9999))))
+
+    return {
+        "integer": integer,
+        "file": lambda rng: (
+            word(rng)
+            + rng.choice(("", f"_{word(rng)}", f"-{word(rng)}", str(rng.randint(1, 99))))
+            + f".{rng.choice(_EXTENSIONS)}"
+        ),
+        "path": lambda rng: (
+            rng.choice(("/etc/", "/usr/share/", "/var/log/", "~/", "C:\\Users\\"))
+            + "/".join(word(rng) for _ in range(rng.randint(1, 2)))
+        ),
+        "url": lambda rng: (
+            f"https://{rng.choice(('', 'www.', 'docs.'))}{word(rng)}.{rng.choice(_DOMAINS)}"
+            + rng.choice(("", "/", f"/{word(rng)}", f"/{word(rng)}/{word(rng)}.html"))
+        ),
+        "email": lambda rng: f"{word(rng)}@{word(rng)}.{rng.choice(_DOMAINS)}",
+        "identifier": lambda rng: rng.choice(
+            (
+                f"{word(rng)}_{word(rng)}",
+                word(rng).capitalize() + word(rng).capitalize(),
+                f"{word(rng).upper()}_{word(rng).upper()}",
+            )
+        ),
+        "version": lambda rng: ".".join(str(rng.randint(0, 20)) for _ in range(rng.randint(2, 3))),
+    }
+
+
+def words_of(pairs: Sequence[Pair], limit: int = 5000) -> list[str]:
+    """The ``limit`` most frequent plain lowercase English words (3-10 letters) of the source sides."""
+    counts: dict[str, int] = {}
+    for source, _ in pairs:
+        for token in re.findall(r"\b[a-z]{3,10}\b", source):
+            counts[token] = counts.get(token, 0) + 1
+    return sorted(counts, key=lambda w: (-counts[w], w))[:limit]
+
+
+def filled_copies(pairs: Sequence[Pair], copies: int, seed: int) -> list[Pair]:
+    """``copies`` filled copies of every pair whose two sides hold the same fillable placeholders."""
+    if copies <= 0:
+        return []
+    rng = random.Random(seed * 7919 + 17)
+    makers = literal_makers(words_of(pairs) or ["file"])
+    kinds = list(makers)
+    out: list[Pair] = []
+    for source, target in pairs:
+        if "%" not in source and "{" not in source:
+            continue
+        src, tgt = placeholders(source), placeholders(target)
+        if not src or tgt is None or sorted((k, kind) for k, kind, _ in src) != sorted((k, kind) for k, kind, _ in tgt):
+            continue
+        if not (_stands_alone(source, src) and _stands_alone(target, tgt)):
+            continue
+        for _ in range(copies):
+            values: dict[tuple[str, str], str] = {}
+            for key, kind, _ in src:
+                if key not in values:
+                    # numbers are what real text has most where catalogs have %s: a third of the fills
+                    literal = "integer" if kind == "int" or rng.random() < 1 / 3 else rng.choice(kinds)
+                    values[key] = makers[literal](rng)
+            out.append((_fill(source, src, values), _fill(target, tgt, values)))
+    return out
