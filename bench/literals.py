@@ -1,0 +1,171 @@
+"""Literals kept: do numbers, URLs, file names, paths and options of the source reach the translation unchanged?
+
+    python bench/literals.py BUNDLE [BUNDLE ...] [--inputs data/en-de/test.*.tsv data/en-de/eval-*.tsv]
+                             [--out docs/bench-literals]
+
+From held-out TSV files, takes every pair whose source holds a literal (number, URL, e-mail address, file name,
+path, command-line option) that the human reference also holds verbatim: there, copying it is what a translator
+did. Each bundle translates those sources in-process with the server's defaults (beam 4, length penalty and
+n-gram guard as ``python -m service`` sets them); the score is the share of those literals found verbatim in
+the translation, by kind and overall, with BLEU/chrF on the same sentences for context. Writes OUT.md and
+OUT.json with examples where the bundles differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+KINDS = {
+    "url": r"https?://[^\s\"'<>()»«]+[^\s\"'<>().,;:!?»«]",
+    "email": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    "path": r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)+",
+    "file": r"\b[\w-]+\.(?:txt|conf|cfg|ini|yaml|yml|json|xml|html?|png|jpe?g|svg|gif|pdf|odt|ods|csv|log|py|sh|c|h"
+    r"|deb|tar|gz|zip|desktop|po|mo)\b",
+    "option": r"(?<![\w-])--?[a-zA-Z][\w-]*",
+    "number": r"\b\d+(?:[.:]\d+)*\b",
+}
+LITERAL = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()))
+
+
+def literals(source: str, reference: str) -> list[tuple[str, str]]:
+    """(kind, text) of each literal of ``source`` that ``reference`` holds verbatim."""
+    found = []
+    for match in LITERAL.finditer(source):
+        kind = match.lastgroup or "number"
+        if match.group(0) in reference:
+            found.append((kind, match.group(0)))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("bundles", nargs="+", help="bundle directories; the first one is the baseline")
+    parser.add_argument(
+        "--inputs",
+        nargs="+",
+        default=[str(ROOT / "data" / "en-de" / "test.*.tsv"), str(ROOT / "data" / "en-de" / "eval-*.tsv")],
+        help="held-out TSV files (globs)",
+    )
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-literals"))
+    args = parser.parse_args(argv)
+
+    import sacrebleu
+
+    from service.engine import Engine
+    from service.settings import Settings
+    from service.translation import DecodeOptions
+
+    files = sorted({f for pattern in args.inputs for f in glob.glob(pattern)})
+    if not files:
+        parser.error(f"no file matches {args.inputs}")
+    items = []
+    for name in files:
+        for line in Path(name).read_text(encoding="utf-8").splitlines():
+            source, reference = line.split("\t")[:2]
+            found = literals(source, reference)
+            if found:
+                items.append({"file": Path(name).name, "source": source, "reference": reference, "literals": found})
+    settings = Settings()
+    options = DecodeOptions(
+        beam_size=4, length_penalty=settings.length_penalty, no_repeat_ngram_size=settings.no_repeat_ngram_size
+    )
+    results = []
+    outputs: dict[str, list[str]] = {}
+    for bundle in args.bundles:
+        engine = Engine.load(bundle, provider="cpu", threads=args.threads)
+        label = f"{engine.manifest['name']} {engine.manifest['version']} ({bundle})"
+        started = time.perf_counter()
+        hyps: list[str] = []
+        sources = [item["source"] for item in items]
+        for lo in range(0, len(sources), args.batch):
+            hyps += [t.best.text for t in engine.translate(sources[lo : lo + args.batch], options)]
+        kept, total = Counter(), Counter()
+        for item, hyp in zip(items, hyps, strict=True):
+            for kind, text in item["literals"]:
+                total[kind] += 1
+                kept[kind] += text in hyp
+        refs = [item["reference"] for item in items]
+        results.append(
+            {
+                "bundle": label,
+                "seconds": time.perf_counter() - started,
+                "kept": dict(kept),
+                "total": dict(total),
+                "kept_share": sum(kept.values()) / max(1, sum(total.values())),
+                "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
+                "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
+            }
+        )
+        outputs[label] = hyps
+        print(f"{label}: {results[-1]['kept_share']:.1%} of literals kept", flush=True)
+
+    kinds = [k for k in KINDS if any(k in r["total"] for r in results)]
+    header = "| bundle | " + " | ".join(kinds) + " | all literals | BLEU | chrF |"
+    table = [header, "|---|" + "---:|" * (len(kinds) + 3)]
+    for r in results:
+        cells = [f"{r['kept'].get(k, 0)}/{r['total'].get(k, 0)}" for k in kinds]
+        table.append(
+            f"| {r['bundle']} | "
+            + " | ".join(cells)
+            + f" | {r['kept_share']:.1%} | {r['bleu']:.2f} | {r['chrf']:.2f} |"
+        )
+    examples = []
+    if len(results) > 1:
+        base, last = outputs[results[0]["bundle"]], outputs[results[-1]["bundle"]]
+        for item, a, b in zip(items, base, last, strict=True):
+            lost = [t for _, t in item["literals"] if t in b and t not in a] or [
+                t for _, t in item["literals"] if t in a and t not in b
+            ]
+            if lost and len(examples) < 12:
+                examples.append(f"| {item['source']} | {a} | {b} |")
+    markdown = "\n".join(
+        [
+            "# Literals kept in translation",
+            "",
+            f"Generated by `python bench/literals.py` on {time.strftime('%Y-%m-%d')}: {len(items)} held-out "
+            "sentences whose source holds a literal the reference repeats verbatim "
+            f"({', '.join(Path(f).name for f in files)}), "
+            f"beam 4, length penalty {options.length_penalty}, no-repeat n-gram {options.no_repeat_ngram_size}. "
+            "Cells: literals found verbatim in the translation / literals.",
+            "",
+            *table,
+            "",
+            *(
+                [
+                    f"Sentences where one bundle keeps a literal the other loses (first: {results[0]['bundle']}; "
+                    f"second: {results[-1]['bundle']}):",
+                    "",
+                    "| source | first | second |",
+                    "|---|---|---|",
+                    *examples,
+                    "",
+                ]
+                if examples
+                else []
+            ),
+        ]
+    )
+    print()
+    print(markdown)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps({"files": files, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
