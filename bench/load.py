@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} | {gain} |"
             )
     cpu_table = [
-        "| batching | clients | client CPU | server event loop | server other threads | idle | "
+        "| batching | clients | client CPU | server event loop | server other threads | rest (idle, other processes) | "
         "event loop ms/request | other threads ms/request |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
