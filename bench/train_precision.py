@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="recipes/en-de-small.toml")
     p.add_argument("--steps", type=int, default=120)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. data.pad_multiple=8")
+    p.add_argument("--compile", action="store_true", help="train through torch.compile (inductor, dynamic shapes)")
     args = p.parse_args(argv)
     cfg = load_config("small", args.config, args.set)
     trainer = Trainer(cfg, "/tmp/train-precision-run")  # nothing is written there
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         : args.steps
     ]
     data = [collate(trainer.train, b, cfg, trainer.device) for b in batches]
+    model = torch.compile(trainer.model, dynamic=True) if args.compile else trainer.model
     shapes = {(tuple(s.shape), tuple(t.shape)) for s, t, _ in data}
     marks = {len(data) * i // 3 for i in (1, 2, 3)}
     rates = []
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             group["lr"] = trainer.lr(n)  # the recipe's warm-up, as in training
         trainer.optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.mode == "bf16"):
-            logits = trainer.model(src, tgt_in)
+            logits = model(src, tgt_in)
         count = int((tgt_out != cfg.model.pad_id).sum())
         loss, _ = label_smoothed_nll(logits, tgt_out, cfg.train.label_smoothing, cfg.model.pad_id)
         (loss / count).backward()
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             rates.append(round(tokens / (time.perf_counter() - started)))
     cache = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "default")
     print(
-        f"{args.mode} {' '.join(args.set)}: oneDNN cache {cache}, {len(data)} steps, {len(shapes)} distinct shapes, "
+        f"{args.mode}{' compiled' if args.compile else ''} {' '.join(args.set)}: oneDNN cache {cache}, "
+        f"{len(data)} steps, {len(shapes)} distinct shapes, "
         f"cumulative target tokens/s after each third: {rates}"
     )
     return 0
