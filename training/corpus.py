@@ -104,6 +104,7 @@ SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "pypi-catalogs": tuple(PYPI_CATALOGS),
     "command-line": ("cli-messages", "manpages"),
     "manuals": ("gimp-help", "debian-reference", "debian-edu-doc"),
+    "debian-docs": ("installation-guide", "developers-reference", "maint-guide", "debian-faq"),
 }
 
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")

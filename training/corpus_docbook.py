@@ -27,7 +27,14 @@ from training.corpus_sources import CorpusError, Pair
 BLOCKS = frozenset({"p", "li", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "td", "th", "caption"})
 CONTAINERS = BLOCKS | {"ul", "ol", "dl", "table", "div", "pre", "blockquote"}
 SKIPPED = frozenset({"pre", "script", "style"})
-NAVIGATION = ("navheader", "navfooter")
+NAVIGATION = (
+    "navheader",
+    "navfooter",  # DocBook XSL
+    "related",
+    "sphinxsidebar",
+    "footer",
+    "headerlink",  # Sphinx (Developer's Reference): navigation bars, sidebar, footer, the "¶" permalinks
+)
 # "5.3. ", "Figure 16.253. ", "Abbildung 16.253. ", "Part II. ", "Anhang D. ": a label word, then the number.
 _NUMBER = re.compile(r"^(?:[^\W\d_]+\s+)?((?:\d+|[IVXLC]+|[A-Z])(?:\.\d+)*)\.\s+")
 _WORD = re.compile(r"[^\W\d_]+")

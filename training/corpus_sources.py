@@ -47,6 +47,7 @@ GROUP_HELP = "libreoffice-help"
 GROUP_UI = "software-ui"
 GROUP_CLI = "command-line"
 GROUP_DOCS = "manuals"
+GROUP_DEBIAN_DOCS = "debian-docs"  # training only: no held-out target, test.manuals.tsv stays comparable
 GROUP_EVAL = "eval"
 
 
@@ -157,6 +158,24 @@ DOCBOOK_MANUALS: dict[str, DocbookManual] = {
         ("debian-edu-doc-de", "usr/share/doc/debian-edu-doc-de"),
         "directories",
     ),
+    "installation-guide": DocbookManual(
+        ("installation-guide-amd64", "usr/share/doc/installation-guide-amd64/en"),
+        ("installation-guide-amd64", "usr/share/doc/installation-guide-amd64/de"),
+        "directories",
+    ),
+    "developers-reference": DocbookManual(
+        ("developers-reference", "usr/share/developers-reference"),
+        ("developers-reference-de", "usr/share/developers-reference/de"),
+        "directories",
+    ),
+    "maint-guide": DocbookManual(
+        ("maint-guide", "usr/share/doc/maint-guide/html"),
+        ("maint-guide-de", "usr/share/doc/maint-guide-de/html"),
+        "suffix",
+    ),
+    "debian-faq": DocbookManual(
+        ("debian-faq", "usr/share/doc/debian/FAQ"), ("debian-faq-de", "usr/share/doc/debian/FAQ/de"), "suffix"
+    ),
 }
 
 
@@ -231,6 +250,42 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-2.0-or-later (Debian Edu documentation team)",
             debs=("debian-edu-doc-en", "debian-edu-doc-de"),
             description="Debian Edu manuals (bookworm, bullseye): one page each, aligned section by section",
+        ),
+        SourceSpec(
+            "installation-guide",
+            "docbook-html",
+            GROUP_DEBIAN_DOCS,
+            "GPL-2.0 (Debian Installer team)",
+            debs=("installation-guide-amd64",),
+            description="Debian 12 Installation Guide (amd64): HTML pages aligned block by block",
+            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
+        ),
+        SourceSpec(
+            "developers-reference",
+            "docbook-html",
+            GROUP_DEBIAN_DOCS,
+            "GPL-2.0 (Debian Documentation Project)",
+            debs=("developers-reference", "developers-reference-de"),
+            description="Debian Developer's Reference 12.18 (Sphinx HTML): chapters aligned block by block",
+            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
+        ),
+        SourceSpec(
+            "maint-guide",
+            "docbook-html",
+            GROUP_DEBIAN_DOCS,
+            "GPL-2.0-or-later or MIT (Josip Rodin, Osamu Aoki and translators)",
+            debs=("maint-guide", "maint-guide-de"),
+            description="Debian New Maintainers' Guide 1.2.53: HTML chapters aligned block by block",
+            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
+        ),
+        SourceSpec(
+            "debian-faq",
+            "docbook-html",
+            GROUP_DEBIAN_DOCS,
+            "verbatim and modified copies permitted under the FAQ's own notice (Software in the Public Interest)",
+            debs=("debian-faq", "debian-faq-de"),
+            description="Debian FAQ 11.1: HTML chapters aligned block by block",
+            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
         ),
     ]
     specs.append(

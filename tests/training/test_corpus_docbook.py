@@ -164,3 +164,32 @@ def test_pages_that_differ_somewhere_keep_the_sections_that_line_up() -> None:
     )
     assert align_blocks(en, de[:2]) == ([], 4)  # another number of sections: nothing
     assert align_blocks([], []) == ([], 0)
+
+
+SPHINX_PAGE = """<html><body>
+<div class="related"><ul><li><a href="index.html">{nav}</a> &#187;</li></ul></div>
+<div class="body"><section><h1>{title}<a class="headerlink" href="#t" title="Permalink">¶</a></h1>
+<p>{p1}</p></section></div>
+<div class="sphinxsidebar"><p>{nav}</p></div>
+<div class="footer">&#169; Copyright {nav}</div>
+</body></html>"""
+
+
+def test_sphinx_pages_lose_navigation_sidebar_footer_and_permalinks(tmp_path: Path) -> None:
+    page = tmp_path / "l10n.html"
+    page.write_text(SPHINX_PAGE.format(nav="Home", title="Be kind to translators", p1="Ask before you change."))
+    assert read_docbook_blocks(page) == [("h1", "Be kind to translators"), ("p", "Ask before you change.")]
+
+
+def test_debian_documentation_sources_are_opt_in_and_never_held_out() -> None:
+    debian_docs = {"installation-guide", "developers-reference", "maint-guide", "debian-faq"}
+    assert not debian_docs & set(resolve_sources(None))  # the shipped model was not trained on them
+    assert debian_docs <= set(resolve_sources(["all", "debian-docs"]))
+    pairs = [
+        Pair(s, f"page{u}.html", f"Read chapter {u} step {i} of {s}.", f"Lesen Sie Kapitel {u}, Schritt {i}, {s}.")
+        for s in sorted(debian_docs)
+        for u in range(10)
+        for i in range(30)
+    ]
+    splits = assemble_corpus(pairs, seed=1)
+    assert len(splits.train) == len(pairs) and not splits.dev and not any(splits.test.values())
