@@ -896,6 +896,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="comma-separated sources or aliases (default: all). Sources: "
         + ", ".join(DEFAULT_SOURCES)
+        + ". Opt-in sources (not in 'all'): "
+        + ", ".join(name for name, spec in SOURCES.items() if not spec.default and spec.group != GROUP_EVAL)
         + ". Aliases: "
         + ", ".join(SOURCE_ALIASES)
         + ". gnome-user-docs is always built (reserved eval set).",
