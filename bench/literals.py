@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.parent.joinpath(out.name + ".md").write_text(markdown, encoding="utf-8")  # OUT may hold dots: "x-0.4"
-    out.parent.joinpath(out.name + ".json").write_text(json.dumps({"files": files, "results": results}, indent=2) + "\n")
+    report = {"files": files, "results": results}
+    out.parent.joinpath(out.name + ".json").write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 
