@@ -49,6 +49,7 @@ from training.corpus_sources import (
     BIBLE_PAIRINGS,
     BIBLE_VERSION_NAMES,
     DEBIAN_CATALOGS,
+    DEBIAN_DOCS,
     DEFAULT_SOURCES,
     DOCBOOK_MANUALS,
     GROUP_BIBLE,
@@ -104,7 +105,7 @@ SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "pypi-catalogs": tuple(PYPI_CATALOGS),
     "command-line": ("cli-messages", "manpages"),
     "manuals": ("gimp-help", "debian-reference", "debian-edu-doc"),
-    "debian-docs": ("installation-guide", "developers-reference", "maint-guide", "debian-faq"),
+    "debian-docs": tuple(DEBIAN_DOCS),
 }
 
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")

@@ -179,6 +179,31 @@ DOCBOOK_MANUALS: dict[str, DocbookManual] = {
 }
 
 
+DEBIAN_DOCS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "installation-guide": (
+        ("installation-guide-amd64",),
+        "GPL-2.0 (Debian Installer team)",
+        "Debian 12 Installation Guide (amd64): HTML pages aligned block by block",
+    ),
+    "developers-reference": (
+        ("developers-reference", "developers-reference-de"),
+        "GPL-2.0 (Debian Documentation Project)",
+        "Debian Developer's Reference 12.18 (Sphinx HTML): chapters aligned block by block",
+    ),
+    "maint-guide": (
+        ("maint-guide", "maint-guide-de"),
+        "GPL-2.0-or-later or MIT (Josip Rodin, Osamu Aoki and translators)",
+        "Debian New Maintainers' Guide 1.2.53: HTML chapters aligned block by block",
+    ),
+    "debian-faq": (
+        ("debian-faq", "debian-faq-de"),
+        "verbatim and modified copies permitted under the FAQ's own notice (Software in the Public Interest)",
+        "Debian FAQ 11.1: HTML chapters aligned block by block",
+    ),
+}
+"""Debian's manuals in English and German (debs, license, description): group ``debian-docs``, opt-in."""
+
+
 def _build_registry() -> dict[str, SourceSpec]:
     specs = [
         SourceSpec(
@@ -251,43 +276,14 @@ def _build_registry() -> dict[str, SourceSpec]:
             debs=("debian-edu-doc-en", "debian-edu-doc-de"),
             description="Debian Edu manuals (bookworm, bullseye): one page each, aligned section by section",
         ),
-        SourceSpec(
-            "installation-guide",
-            "docbook-html",
-            GROUP_DEBIAN_DOCS,
-            "GPL-2.0 (Debian Installer team)",
-            debs=("installation-guide-amd64",),
-            description="Debian 12 Installation Guide (amd64): HTML pages aligned block by block",
-            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
-        ),
-        SourceSpec(
-            "developers-reference",
-            "docbook-html",
-            GROUP_DEBIAN_DOCS,
-            "GPL-2.0 (Debian Documentation Project)",
-            debs=("developers-reference", "developers-reference-de"),
-            description="Debian Developer's Reference 12.18 (Sphinx HTML): chapters aligned block by block",
-            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
-        ),
-        SourceSpec(
-            "maint-guide",
-            "docbook-html",
-            GROUP_DEBIAN_DOCS,
-            "GPL-2.0-or-later or MIT (Josip Rodin, Osamu Aoki and translators)",
-            debs=("maint-guide", "maint-guide-de"),
-            description="Debian New Maintainers' Guide 1.2.53: HTML chapters aligned block by block",
-            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
-        ),
-        SourceSpec(
-            "debian-faq",
-            "docbook-html",
-            GROUP_DEBIAN_DOCS,
-            "verbatim and modified copies permitted under the FAQ's own notice (Software in the Public Interest)",
-            debs=("debian-faq", "debian-faq-de"),
-            description="Debian FAQ 11.1: HTML chapters aligned block by block",
-            default=False,  # opt-in (--sources all,debian-docs) until a default model is trained on them
-        ),
     ]
+    for name, (debs, license_, description) in DEBIAN_DOCS.items():
+        # opt-in (--sources all,debian-docs) until a default model is trained on them
+        specs.append(
+            SourceSpec(
+                name, "docbook-html", GROUP_DEBIAN_DOCS, license_, debs=debs, description=description, default=False
+            )
+        )
     specs.append(
         SourceSpec(
             "gnome-user-docs",

@@ -76,20 +76,14 @@ def placeholders(text: str) -> Found | None:
 def _stands_alone(text: str, spans: Found) -> bool:
     """No placeholder touches a letter, digit or another placeholder (``%s%s``, ``%szum``): filled, such
     spots give run-together text that teaches nothing about copying."""
+    starts = {span[0] for _, _, span in spans}
+    ends = {span[1] for _, _, span in spans}
     for _, _, (start, end) in spans:
-        if start > 0 and (text[start - 1].isalnum() or _ends_at(spans, start)):
+        if start > 0 and (text[start - 1].isalnum() or start in ends):
             return False
-        if end < len(text) and (text[end].isalnum() or _starts_at(spans, end)):
+        if end < len(text) and (text[end].isalnum() or end in starts):
             return False
     return True
-
-
-def _ends_at(spans: Found, position: int) -> bool:
-    return any(span[1] == position for _, _, span in spans)
-
-
-def _starts_at(spans: Found, position: int) -> bool:
-    return any(span[0] == position for _, _, span in spans)
 
 
 def _fill(text: str, spans: Found, values: dict[tuple[str, str], str]) -> str:
