@@ -24,10 +24,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
 
+from bench.loadtools import report_path  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.tokenizer import WORD_START  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
@@ -175,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    out.with_suffix(".json").write_text(
+    report_path(out, ".md").write_text(markdown, encoding="utf-8")
+    report_path(out, ".json").write_text(
         json.dumps({"setup": setup, "results": rows}, indent=2) + "\n", encoding="utf-8"
     )
-    print(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    print(f"wrote {report_path(out, '.md')} and {report_path(out, '.json')}")
     return 0
 
 

@@ -27,9 +27,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
 import onnxruntime as ort  # noqa: E402
 
+from bench.loadtools import report_path  # noqa: E402
 from service.engine import Engine, EngineError  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
 
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
+    report_path(out, ".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
     lines = [
         f"# Decoding on the GPU ({meta['gpu']})",
         "",
@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['beam']} | {r['batch']} | {r['system']} | {r['tokens_per_s']:.0f} | {r['sentences_per_s']:.1f} | "
             f"{r['vs_cpu']:.2f}x | {r['identical_to_cuda_fp32']:.0%} |"
         )
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    report_path(out, ".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {report_path(out, '.md')} and {report_path(out, '.json')}")
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from bench.loadtools import report_path  # noqa: E402
 
 KINDS = {
     "url": r"https?://[^\s\"'<>()»«]+[^\s\"'<>().,;:!?»«]",
@@ -162,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.parent.joinpath(out.name + ".md").write_text(markdown, encoding="utf-8")  # OUT may hold dots: "x-0.4"
+    report_path(out, ".md").write_text(markdown, encoding="utf-8")
     report = {"files": files, "results": results}
-    out.parent.joinpath(out.name + ".json").write_text(json.dumps(report, indent=2) + "\n")
+    report_path(out, ".json").write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 

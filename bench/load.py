@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.loadtools import machine, percentile, run_loop, server_process, thread_cpu_seconds  # noqa: E402
+from bench.loadtools import machine, percentile, report_path, run_loop, server_process, thread_cpu_seconds  # noqa: E402
 
 
 def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    has_plot = plot(results, out.with_suffix(".png"))
+    has_plot = plot(results, report_path(out, ".png"))
     markdown = "\n".join(
         [
             "# Server under load: throughput and latency by concurrency",
@@ -264,13 +264,13 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *cpu_table,
             "",
-            *([f"![load]({out.with_suffix('.png').name})", ""] if has_plot else []),
+            *([f"![load]({report_path(out, '.png').name})", ""] if has_plot else []),
         ]
     )
     print()
     print(markdown)
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps({"setup": setup, "results": results}, indent=2) + "\n")
+    report_path(out, ".md").write_text(markdown, encoding="utf-8")
+    report_path(out, ".json").write_text(json.dumps({"setup": setup, "results": results}, indent=2) + "\n")
     return 0
 
 

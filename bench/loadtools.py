@@ -233,11 +233,22 @@ def alternated(
     return hyps, seconds
 
 
+def report_path(out: Path | str, ext: str) -> Path:
+    """``OUT`` + ``ext``: a report's stem may hold dots ("bench-load-0.4.0"), which ``with_suffix`` would cut.
+
+    A stem given with one of the report extensions ("docs/x.md") loses it first, so ``x.md`` gives ``x.json``.
+    """
+    out = Path(out)
+    if out.suffix in (".md", ".json", ".png"):
+        out = out.with_suffix("")
+    return out.parent / (out.name + ext)
+
+
 def write_report(out: Path, markdown: str, data: object) -> None:
     """A benchmark's results: ``out.md`` (the table as printed) and ``out.json`` (the raw rows)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    report_path(out, ".md").write_text(markdown, encoding="utf-8")
+    report_path(out, ".json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

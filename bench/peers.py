@@ -31,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from bench.loadtools import report_path  # noqa: E402
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
 OPTIONAL = ["ours-fp32-spin", "ours-int8-spin", "ours-int8c"]
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios.append(f"| {r['beam']} | {r['batch']} | " + " | ".join(cells) + " |")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    has_plot = plot(rows, systems, out.with_suffix(".png"))
+    has_plot = plot(rows, systems, report_path(out, ".png"))
     versions = ", ".join(f"{k} {v}" for k, v in setup["versions"].items())
     markdown = "\n".join(
         [
@@ -439,14 +440,14 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *ratios,
             "",
-            *([f"![throughput]({out.with_suffix('.png').name})", ""] if has_plot else []),
+            *([f"![throughput]({report_path(out, '.png').name})", ""] if has_plot else []),
         ]
     )
     print()
     print(markdown)
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps({"setup": setup, "results": rows}, indent=2) + "\n")
-    print(f"wrote {out.with_suffix('.md')}, {out.with_suffix('.json')}" + (", and the plot" if has_plot else ""))
+    report_path(out, ".md").write_text(markdown, encoding="utf-8")
+    report_path(out, ".json").write_text(json.dumps({"setup": setup, "results": rows}, indent=2) + "\n")
+    print(f"wrote {report_path(out, '.md')}, {report_path(out, '.json')}" + (", and the plot" if has_plot else ""))
     return 0
 
 

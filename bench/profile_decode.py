@@ -33,10 +33,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
 import onnxruntime as ort  # noqa: E402
 
 import service.engine as engine_module  # noqa: E402
+from bench.loadtools import report_path  # noqa: E402
 from service.beam_search import search  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
@@ -267,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(text, encoding="utf-8")
-    out.with_suffix(".json").write_text(
+    report_path(out, ".md").write_text(text, encoding="utf-8")
+    report_path(out, ".json").write_text(
         json.dumps(
             {
                 "setup": setup,

@@ -31,6 +31,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench.loadtools import report_path  # noqa: E402
+
 RECIPE = "recipes/en-de-small.toml"
 VARIANTS: dict[str, list[str]] = {
     "d256 3+3": [],
@@ -137,7 +141,7 @@ def report(args: argparse.Namespace) -> None:
         for name in VARIANTS
     }
     record = {"base_steps": args.base_steps, "rows": rows, "cpu_cost": costs, "dev_curves": curves}
-    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    report_path(out, ".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = [
         "| variant | CPU step cost | steps in the budget | dev loss | dev BLEU | dev chrF |",
         "|---|---:|---:|---:|---:|---:|",
@@ -170,9 +174,9 @@ def report(args: argparse.Namespace) -> None:
             value = _at(evals, steps, "dev_chrf")
             cells.append("n/a" if value is None else f"{value:.1f} (step {steps:,.0f})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report_path(out, ".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
-    plot(args, costs, out.with_suffix(".png"))
+    plot(args, costs, report_path(out, ".png"))
 
 
 def plot(args: argparse.Namespace, costs: dict[str, Any], path: Path) -> None:

@@ -17,6 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench.loadtools import report_path  # noqa: E402
+
 RECIPE = "recipes/en-de-small.toml"
 # name -> --set overrides on top of the recipe
 VARIANTS: dict[str, list[str]] = {
@@ -112,7 +117,7 @@ def main() -> None:
         print(json.dumps(score(Path(args.score_one), args.sentences, args.threads)))
         return
     if args.report_only:
-        saved = json.loads(Path(args.out).with_suffix(".json").read_text())
+        saved = json.loads(report_path(args.out, ".json").read_text())
         args.minutes = saved["minutes"]
         report(saved["results"], args)
         return
@@ -165,12 +170,12 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if plot(results, out.with_suffix(".png")):
-        lines += ["", f"![train loss]({out.with_suffix('.png').name})"]
+    if plot(results, report_path(out, ".png")):
+        lines += ["", f"![train loss]({report_path(out, '.png').name})"]
     table = "\n".join(lines)
     print(table)
-    out.with_suffix(".json").write_text(json.dumps({"minutes": args.minutes, "results": results}, indent=2) + "\n")
-    out.with_suffix(".md").write_text(table + "\n")
+    report_path(out, ".json").write_text(json.dumps({"minutes": args.minutes, "results": results}, indent=2) + "\n")
+    report_path(out, ".md").write_text(table + "\n")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""bench/loadtools' /proc readings, which bench/load.py's CPU table rests on."""
+"""bench/loadtools' /proc readings, which bench/load.py's CPU table rests on, and where reports are written."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bench.load import cpu_split
-from bench.loadtools import thread_cpu_seconds
+from bench.loadtools import report_path, thread_cpu_seconds, write_report
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -47,3 +47,11 @@ def test_thread_cpu_is_charged_to_the_thread_that_spent_it() -> None:
     assert after[tids[0]] >= 0.25  # clock ticks are 10 ms: 0.3 s of burn reads 0.29-0.31
     assert others >= after[tids[0]] - before.get(tids[0], 0.0)
     assert main < after[tids[0]]
+
+
+def test_report_names_keep_dotted_stems(tmp_path) -> None:
+    """``--out runs/bench-load-0.4.0`` writes bench-load-0.4.0.md, not bench-load-0.4.md."""
+    write_report(tmp_path / "bench-load-0.4.0", "| a |\n", {"rows": [1]})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench-load-0.4.0.json", "bench-load-0.4.0.md"]
+    assert report_path(tmp_path / "x-1.2.md", ".json") == tmp_path / "x-1.2.json"
+    assert report_path("docs/peers", ".png") == report_path("docs/peers.json", ".png")
