@@ -71,14 +71,19 @@ def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
     return out if layer.bias is None else out + layer.bias
 
 
-def _linears(x: Tensor, layers: list[nn.Linear]) -> list[Tensor]:
-    """``[layer(x) for layer in layers]`` as one GEMM over the concatenated weights (folded into one constant
-    at export), then a split: one larger product is faster than several small ones on the same rows."""
+def _fused_linear(x: Tensor, layers: list[nn.Linear]) -> Tensor:
+    """``torch.cat([layer(x) for layer in layers], -1)`` as one GEMM over the concatenated weights (folded into
+    one constant at export): one larger product is faster than several small ones on the same rows."""
     weight = torch.cat([layer.weight for layer in layers])
     bias = torch.cat(
         [layer.bias if layer.bias is not None else layer.weight.new_zeros(len(layer.weight)) for layer in layers]
     )
-    return list((x @ weight.t() + bias).split([len(layer.weight) for layer in layers], dim=-1))
+    return x @ weight.t() + bias
+
+
+def _linears(x: Tensor, layers: list[nn.Linear]) -> list[Tensor]:
+    """``[layer(x) for layer in layers]``, as one GEMM then a split."""
+    return list(_fused_linear(x, layers).split([len(layer.weight) for layer in layers], dim=-1))
 
 
 class EncoderGraph(nn.Module):
@@ -88,7 +93,12 @@ class EncoderGraph(nn.Module):
     One tensor per layer, not a stacked (layers, ...) one: slicing a layer out of a stacked input is a copy
     inside onnxruntime, which profiling showed to cost 9 % of every decoder step (docs/profile-decode.md).
     The encoder is ``Transformer.encode`` (its embeddings, weights, ``attend`` and residual blocks) written on
-    2-D (B*S, d_model) rows like ``DecoderStep``, so its projections become fused Gemms too.
+    2-D rows like ``DecoderStep``, so its projections become fused Gemms too.
+
+    Padding is removed from the position-wise work: embeddings, projections, feed-forward blocks and norms run
+    on the N real tokens of the batch, packed as (N, d_model) rows, and only the attention products see the
+    padded (B, heads, S, d_head) layout, with zeros at padding (masked there, so they never count). A batch of
+    sentences of unequal length, as callers send it, otherwise spends most of its encoder time on padding.
     """
 
     def __init__(self, model: Transformer):
@@ -100,25 +110,27 @@ class EncoderGraph(nn.Module):
         batch, length = src_ids.size(0), src_ids.size(1)
         rows, d_model = batch * length, model.config.d_model
         heads, d_head = model.config.n_heads, d_model // model.config.n_heads
-        pad_mask = model.source_pad_mask(src_ids)
+        is_pad = src_ids == model.config.pad_id
+        pad_mask = is_pad[:, None, None, :]  # model.source_pad_mask
+        real = (~is_pad).reshape(rows).nonzero().squeeze(1)  # (N,) row indices of real tokens
 
-        def split(x: Tensor) -> Tensor:  # (B*S, d_model) -> (B, heads, S, d_head)
-            return x.reshape(batch, length, heads, d_head).transpose(1, 2)
+        def split(x: Tensor) -> list[Tensor]:  # packed (N, c * d_model) -> c tensors (B, heads, S, d_head)
+            padded = x.new_zeros(rows, x.size(1)).index_put((real,), x)
+            return [t.reshape(batch, length, heads, d_head).transpose(1, 2) for t in padded.split(d_model, dim=-1)]
 
-        x = model.encoder_embed(src_ids).reshape(rows, d_model)
+        x = model.encoder_embed(src_ids).reshape(rows, d_model).index_select(0, real)
         for layer in cast(list[EncoderLayer], list(model.encoder_layers)):
 
             def self_attention(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
-                q, k, v = (split(t) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
+                q, k, v = split(_fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
                 out, _ = attn.attend(q, k, v, pad_mask)
-                return _linear(out.transpose(1, 2).reshape(-1, d_model), attn.out_proj)
+                return _linear(out.transpose(1, 2).reshape(rows, d_model).index_select(0, real), attn.out_proj)
 
             x = layer.self_attn_norm(x, self_attention)
             x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))
         memory = model.encoder_norm(x)
         projections = [p for layer in decoder_layers(model) for p in (layer.cross_attn.k_proj, layer.cross_attn.v_proj)]
-        cross = [split(t) for t in _linears(memory, projections)]
-        return (src_ids == model.config.pad_id, *cross)
+        return (is_pad, *split(_fused_linear(memory, projections)))
 
 
 def _feed_forward(h: Tensor, ffn: FeedForward) -> Tensor:

@@ -85,7 +85,12 @@ def compare(
     src_mask, *cross = encoder.run(None, {"src_ids": src.numpy()})
     memory = model.encode(src)  # the reference: the model's own encoder and cross-attention projections
     ref_cross = [t for layer in decoder_layers(model) for t in layer.cross_attn.project_kv(memory)]
-    cross_diff = max(_diff(ours, ref) for ours, ref in zip(cross, ref_cross, strict=True))
+    # at real source positions only: the encoder graph leaves zeros at padding, which the mask hides
+    real = (src != cfg.pad_id).numpy()[:, None, :, None]
+    cross_diff = max(
+        _diff(np.where(real, ours, 0.0), np.where(real, ref.detach().numpy(), 0.0))
+        for ours, ref in zip(cross, ref_cross, strict=True)
+    )
     cross_in = dict(zip(cache_names("cross", cfg.decoder_layers), cross, strict=True))
     if not np.array_equal(src_mask, (src == cfg.pad_id).numpy()):
         raise AssertionError("the encoder's src_mask differs from PyTorch's padding mask")
