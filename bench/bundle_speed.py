@@ -1,0 +1,168 @@
+"""Two bundles' decoding speed side by side, and whether they translate alike: one table, one run.
+
+    python bench/bundle_speed.py A B [--input data/en-de/test.tsv] [--sentences 256] [--batch-sizes 1,8,32]
+                                 [--beam 4] [--repeats 5] [--threads 2] [--out docs/bench-bundle-speed]
+
+For comparing two exports of the same weights (a graph change, a quantization) or two models. Both bundles are
+loaded in this process, each with its own onnxruntime sessions. For each batch size the first ``--sentences``
+sources of ``--input`` are cut into batches in file order, so a batch mixes lengths as callers' batches do (the
+server's batcher sorts by length; direct engine users and `evaluate-bundle` do not). Each repeat runs A then B
+(then B then A on the next repeat, so neither always runs on a warmer machine):
+
+* the encoder graph alone on those batches;
+* whole translations through the engine (tokenize, encoder, beam search with the decoder, detokenize).
+
+The table gives each one's median seconds, B's speed as a ratio to A's (median of the per-repeat ratios, with
+their range), and the share of sentences whose best translation is identical. Writes OUT.md and OUT.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench.loadtools import machine, write_report  # noqa: E402
+from service.engine import Engine  # noqa: E402
+from service.translation import DecodeOptions  # noqa: E402
+from training.data import read_pairs  # noqa: E402
+
+
+def encoder_batches(engine: Engine, sources: list[str], batch: int) -> list[np.ndarray]:
+    """The encoder's ``src_ids`` inputs for ``sources`` cut in batches, built as the engine builds them."""
+    out = []
+    for start in range(0, len(sources), batch):
+        ids = [engine.tokenizer.to_ids(engine.tokenizer.source_pieces(s)) for s in sources[start : start + batch]]
+        ids = [i[: engine.max_source_pieces] for i in ids]
+        src = np.full((len(ids), max(map(len, ids)) + 1), engine.pad_id, dtype=np.int64)
+        for row, i in enumerate(ids):
+            src[row, : len(i) + 1] = [*i, engine.eos_id]
+        out.append(src)
+    return out
+
+
+def time_encoder(engine: Engine, batches: list[np.ndarray]) -> float:
+    session = engine.sessions["encoder"]
+    started = time.perf_counter()
+    for src in batches:
+        session.run(None, {"src_ids": src})
+    return time.perf_counter() - started
+
+
+def time_translate(engine: Engine, sources: list[str], batch: int, options: DecodeOptions) -> tuple[list[str], float]:
+    hyps: list[str] = []
+    started = time.perf_counter()
+    for start in range(0, len(sources), batch):
+        hyps += [t.best.text for t in engine.translate(sources[start : start + batch], options)]
+    return hyps, time.perf_counter() - started
+
+
+def summary(a: list[float], b: list[float]) -> dict[str, float]:
+    ratios = [x / y for x, y in zip(a, b, strict=True)]  # B's speed relative to A's, per repeat
+    return {
+        "a_s": statistics.median(a),
+        "b_s": statistics.median(b),
+        "b_speedup": statistics.median(ratios),
+        "low": min(ratios),
+        "high": max(ratios),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("a", type=Path, help="the baseline bundle")
+    p.add_argument("b", type=Path, help="the bundle compared with it")
+    p.add_argument("--input", type=Path, default=ROOT / "data" / "en-de" / "test.tsv", help="TSV, first column")
+    p.add_argument("--sentences", type=int, default=256)
+    p.add_argument("--batch-sizes", default="1,8,32")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "bench-bundle-speed")
+    args = p.parse_args(argv)
+    if args.repeats < 1 or args.sentences < 1:
+        p.error("--repeats and --sentences must be at least 1")
+    sources = [s for s, _ in read_pairs(args.input)][: args.sentences]
+    if not sources:
+        p.error(f"{args.input} has no sentences")
+    engines = {"A": Engine.load(args.a, threads=args.threads), "B": Engine.load(args.b, threads=args.threads)}
+    for engine in engines.values():
+        engine.warmup()
+    options = DecodeOptions(beam_size=args.beam)
+    rows: list[dict[str, Any]] = []
+    for batch in [int(b) for b in args.batch_sizes.split(",")]:
+        enc: dict[str, list[float]] = {"A": [], "B": []}
+        full: dict[str, list[float]] = {"A": [], "B": []}
+        hyps: dict[str, list[str]] = {}
+        inputs = {key: encoder_batches(engine, sources, batch) for key, engine in engines.items()}
+        for repeat in range(args.repeats):
+            for key in ("A", "B") if repeat % 2 == 0 else ("B", "A"):
+                enc[key].append(time_encoder(engines[key], inputs[key]))
+                hyps[key], took = time_translate(engines[key], sources, batch, options)
+                full[key].append(took)
+        identical = sum(x == y for x, y in zip(hyps["A"], hyps["B"], strict=True)) / len(sources)
+        real = sum(int((src != engines["A"].pad_id).sum()) for src in inputs["A"])
+        padded = sum(src.size for src in inputs["A"])
+        row = {
+            "batch": batch,
+            "real_share": real / padded,
+            "encoder": summary(enc["A"], enc["B"]),
+            "translate": summary(full["A"], full["B"]),
+            "identical": identical,
+        }
+        rows.append(row)
+        e, t = row["encoder"], row["translate"]
+        print(
+            f"batch {batch}: encoder {e['a_s']:.3f}s vs {e['b_s']:.3f}s ({e['b_speedup']:.2f}x), "
+            f"translate {t['a_s']:.2f}s vs {t['b_s']:.2f}s ({t['b_speedup']:.2f}x), identical {identical:.0%}",
+            flush=True,
+        )
+    setup = {
+        "a": str(args.a),
+        "b": str(args.b),
+        "a_model": {k: engines["A"].manifest.get(k) for k in ("name", "version", "quantization")},
+        "b_model": {k: engines["B"].manifest.get(k) for k in ("name", "version", "quantization")},
+        "input": str(args.input),
+        "sentences": len(sources),
+        "beam": args.beam,
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "machine": machine(),
+    }
+    lines = [
+        "# Two bundles side by side",
+        "",
+        f"Generated by `python bench/bundle_speed.py` on {time.strftime('%Y-%m-%d')}: A = `{args.a}`, "
+        f"B = `{args.b}`; the first {len(sources)} sentences of `{args.input.name}` in file order, beam "
+        f"{args.beam}, {args.threads} threads, {args.repeats} alternated repeats. Speed-up: A's seconds over "
+        "B's, median of the per-repeat ratios (lowest-highest). Real tokens: the share of the encoder's "
+        "input positions that are not padding.",
+        "",
+        "| batch | real tokens | encoder A s | encoder B s | encoder B speed-up | translate A s | translate B s "
+        "| translate B speed-up | identical translations |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        e, t = row["encoder"], row["translate"]
+        lines.append(
+            f"| {row['batch']} | {row['real_share']:.0%} | {e['a_s']:.3f} | {e['b_s']:.3f} | "
+            f"{e['b_speedup']:.2f}x ({e['low']:.2f}-{e['high']:.2f}) | {t['a_s']:.2f} | {t['b_s']:.2f} | "
+            f"{t['b_speedup']:.2f}x ({t['low']:.2f}-{t['high']:.2f}) | {row['identical']:.0%} |"
+        )
+    markdown = "\n".join(lines) + "\n"
+    print()
+    print(markdown)
+    write_report(args.out, markdown, {"setup": setup, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
