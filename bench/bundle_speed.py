@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     setup = {
         "a": str(args.a),
         "b": str(args.b),
-        "a_model": {k: engines["A"].manifest.get(k) for k in ("name", "version", "quantization")},
-        "b_model": {k: engines["B"].manifest.get(k) for k in ("name", "version", "quantization")},
+        "a_model": {k: engines["A"].manifest.get(k) for k in ("name", "version", "quantize")},
+        "b_model": {k: engines["B"].manifest.get(k) for k in ("name", "version", "quantize")},
         "input": str(args.input),
         "sentences": len(sources),
         "beam": args.beam,
