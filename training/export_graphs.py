@@ -97,8 +97,8 @@ class EncoderGraph(nn.Module):
 
     Padding is removed from the position-wise work: embeddings, projections, feed-forward blocks and norms run
     on the N real tokens of the batch, packed as (N, d_model) rows, and only the attention products see the
-    padded (B, heads, S, d_head) layout, with zeros at padding (masked there, so they never count). A batch of
-    sentences of unequal length, as callers send it, otherwise spends most of its encoder time on padding.
+    padded (B, heads, S, d_head) layout, with zeros at padding (masked there, so they never count). In batches of
+    test sentences taken in file order a third of the positions are padding (docs/profile-decode.md).
     """
 
     def __init__(self, model: Transformer):
