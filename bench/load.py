@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-wait-ms", help="MT_MAX_WAIT_MS of the batching-on server (default: the server's)")
+    parser.add_argument("--inflight-batches", help="MT_INFLIGHT_BATCHES of the servers (default: the server's)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
     args = parser.parse_args(argv)
 
@@ -174,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     engine.warmup()
     ids = [engine.tokenize(s) for s in sentences]
     wait = ["--max-wait-ms", args.max_wait_ms] if args.max_wait_ms is not None else []
+    inflight = ["--inflight-batches", args.inflight_batches] if args.inflight_batches is not None else []
     settings = {"batching on": wait, "batching off": ["--max-batch-sentences", "1"]}
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
-            flags = ["--threads", str(args.threads), "--log-level", "warning", *extra]
+            flags = ["--threads", str(args.threads), "--log-level", "warning", *inflight, *extra]
             results[name] = []
             with server_process(Path(args.bundle), Path(tmp) / f"{name}.log", flags=flags) as server:
                 for clients in levels:
@@ -209,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "beam": args.beam,
         "threads": args.threads,
         "max_wait_ms": args.max_wait_ms,
+        "inflight_batches": args.inflight_batches,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
@@ -254,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             f"sentence per request ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
             f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
             f"{setup['machine']['cpus']} CPUs (127.0.0.1)"
-            + (f"; batching on with --max-wait-ms {args.max_wait_ms}." if args.max_wait_ms is not None else "."),
+            + (f"; batching on with --max-wait-ms {args.max_wait_ms}" if args.max_wait_ms is not None else "")
+            + (f"; --inflight-batches {args.inflight_batches}." if args.inflight_batches is not None else "."),
             "",
             *table,
             "",

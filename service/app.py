@@ -61,6 +61,7 @@ def create_app(
         max_sentences=settings.max_batch_sentences,
         max_wait_s=settings.max_wait_ms / 1000,
         max_queue=settings.max_queue,
+        inflight=settings.inflight_batches,
     )
     service = ServiceState(
         settings=settings,

@@ -5,7 +5,9 @@ those may share a batch). A scheduler task on the event loop takes the group hol
 sentence; once the group can fill a batch, or its oldest sentence has waited ``max_wait_s``, it
 sorts the group by length, cuts it into batches by token budget, and runs the batch holding the
 oldest sentence in a worker thread, so the event loop keeps answering while the engine decodes.
-One batch runs at a time: one process owns one device.
+At most ``inflight`` batches decode at once (2 by default): while one batch's beam search does its
+host-side bookkeeping between steps, the other's graph call keeps the cores busy; with one batch at a
+time a fifth of a 2-core machine sat idle at saturation (docs/bench-load.md).
 
 Requests carry their engine: a request tokenized by one model is decoded by that model, even if the
 app swapped in another meanwhile (the old engine lives until its last queued sentence is done).
@@ -80,6 +82,8 @@ class BatchLimits:
     max_wait_s: float = 0.005
     max_queue: int = 1024
     """Most sentences waiting (not yet decoding)."""
+    inflight: int = 2
+    """Most batches decoding at once, each in its own worker thread on the same engine."""
 
 
 @dataclass(eq=False)
@@ -128,7 +132,11 @@ class Batcher:
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mt-inference")
+        if limits.inflight < 1:
+            raise ValueError(f"inflight={limits.inflight} must be at least 1")
+        self._executor = ThreadPoolExecutor(max_workers=limits.inflight, thread_name_prefix="mt-inference")
+        self._slots = asyncio.Semaphore(limits.inflight)
+        self._running: set[asyncio.Task[None]] = set()
         self._rate = 0.0  # sentences per second of recent batches, for Retry-After
 
     @property
@@ -185,7 +193,10 @@ class Batcher:
         self._wakeup.set()
         if self._task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(self._task)
+                    while self._running:  # the batches still decoding
+                        await asyncio.wait(list(self._running))
             except TimeoutError:
                 log.error(
                     "batcher: queue not drained within %.0f s; failing %d sentences",
@@ -221,13 +232,25 @@ class Batcher:
                 except TimeoutError:
                     pass
                 continue
+            await self._slots.acquire()  # a free inference thread; the queue may have changed meanwhile
+            if self._oldest_group() is not group:
+                self._slots.release()
+                continue
             items = self._take_batch(group)
-            try:
-                await self._run_batch(group, items)
-            except Exception as err:  # a bug here must not stop the scheduler and hang everyone
-                log.exception("batcher: scheduling a batch failed")
-                for item in items:
-                    item.job.fail(BatchFailed(f"internal error while batching: {err!r}"))
+            task = asyncio.get_running_loop().create_task(self._run_guarded(group, items))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _run_guarded(self, group: _Group, items: list[_Item]) -> None:
+        try:
+            await self._run_batch(group, items)
+        except Exception as err:  # a bug here must not stop the scheduler and hang everyone
+            log.exception("batcher: scheduling a batch failed")
+            for item in items:
+                item.job.fail(BatchFailed(f"internal error while batching: {err!r}"))
+        finally:
+            self._slots.release()
+            self._wakeup.set()
 
     def _oldest_group(self) -> _Group | None:
         groups = [g for g in self._groups.values() if g.items]

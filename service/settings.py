@@ -43,6 +43,13 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a batch's first sentence waits for company before it runs anyway.",
     )
+    inflight_batches: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description="Batches decoding at once on the one engine: 2 keeps the cores busy while a batch's beam "
+        "search works between graph calls (docs/bench-load.md); 1 decodes one batch at a time.",
+    )
     max_queue: int = Field(
         1024,
         ge=1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -18,7 +19,7 @@ from service.batcher import (
     TooManySentences,
 )
 from service.metrics import Metrics
-from service.translation import DecodeOptions
+from service.translation import DecodeOptions, Translation
 from tests.service.fake_engine import FakeEngine
 
 T = TypeVar("T")
@@ -105,10 +106,44 @@ def test_queue_bound_refuses_with_retry_after_and_oversized_requests_with_413() 
         await asyncio.gather(running, queued)
         return refused.value, b.depth
 
-    refused, depth = run(BatchLimits(max_queue=4, max_wait_s=0), body)
+    refused, depth = run(BatchLimits(max_queue=4, max_wait_s=0, inflight=1), body)  # one decodes, one queues
     assert refused.retry_after >= 1
     assert "3 sentences are queued" in str(refused)
     assert depth == 0
+
+
+@pytest.mark.parametrize("inflight", [1, 2, 3])
+def test_at_most_inflight_batches_decode_at_once(inflight: int) -> None:
+    e = engine(delay_s=0.15)
+    decode = e.translate_ids
+    lock = threading.Lock()
+    now = [0, 0]  # decoding now, most at once
+
+    def counted(batch: list[list[int]], options: DecodeOptions) -> list[Translation]:
+        with lock:
+            now[0] += 1
+            now[1] = max(now)
+        try:
+            return decode(batch, options)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    e.translate_ids = counted  # type: ignore[method-assign]
+    options = [DecodeOptions(beam_size=b) for b in (1, 2, 3, 4)]  # four batches: options never share one
+
+    async def body(b: Batcher) -> list[list[Translation]]:
+        return await asyncio.gather(*(b.translate(e, [e.tokenize("a b")], o, 5) for o in options))
+
+    results = run(BatchLimits(max_wait_s=0.02, inflight=inflight), body)
+    assert [r[0].best.text for r in results] == ["b a"] * 4
+    assert sorted(o.beam_size for o in e.options) == [1, 2, 3, 4]
+    assert now == [0, inflight]
+
+
+def test_inflight_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="inflight=0"):
+        Batcher(BatchLimits(inflight=0))
 
 
 def test_timeout_drops_the_requests_queued_sentences() -> None:
@@ -125,7 +160,7 @@ def test_timeout_drops_the_requests_queued_sentences() -> None:
         await asyncio.sleep(0.05)
         return depth
 
-    assert run(BatchLimits(max_wait_s=0), body) == 0
+    assert run(BatchLimits(max_wait_s=0, inflight=1), body) == 0  # one decodes, one queues
     assert e.batch_sizes == [1]  # the timed-out sentence was never decoded
 
 

@@ -150,7 +150,7 @@ def test_engine_failure_fails_only_its_request_and_the_next_batch_works(tmp_path
 def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
     bundle = write_fake_bundle(tmp_path / "b", delay_s=0.5)
     loader = FakeLoader()
-    with thread_server(settings_for(bundle, max_queue=3, max_wait_ms=0), loader) as s:
+    with thread_server(settings_for(bundle, max_queue=3, max_wait_ms=0, inflight_batches=1), loader) as s:
         done: list[httpx.Response] = []
 
         def send(texts: list[str]) -> None:
