@@ -34,19 +34,13 @@ from bench.loadtools import machine, write_report  # noqa: E402
 from service.engine import Engine  # noqa: E402
 from service.translation import DecodeOptions  # noqa: E402
 from training.data import read_pairs  # noqa: E402
+from training.evaluate import translate_texts  # noqa: E402
 
 
 def encoder_batches(engine: Engine, sources: list[str], batch: int) -> list[np.ndarray]:
-    """The encoder's ``src_ids`` inputs for ``sources`` cut in batches, built as the engine builds them."""
-    out = []
-    for start in range(0, len(sources), batch):
-        ids = [engine.tokenizer.to_ids(engine.tokenizer.source_pieces(s)) for s in sources[start : start + batch]]
-        ids = [i[: engine.max_source_pieces] for i in ids]
-        src = np.full((len(ids), max(map(len, ids)) + 1), engine.pad_id, dtype=np.int64)
-        for row, i in enumerate(ids):
-            src[row, : len(i) + 1] = [*i, engine.eos_id]
-        out.append(src)
-    return out
+    """The encoder's ``src_ids`` inputs for ``sources`` cut in batches, as the engine builds them."""
+    ids = [engine.tokenize(s)[: engine.max_source_pieces] for s in sources]
+    return [engine.source_batch(ids[start : start + batch]) for start in range(0, len(ids), batch)]
 
 
 def time_encoder(engine: Engine, batches: list[np.ndarray]) -> float:
@@ -55,14 +49,6 @@ def time_encoder(engine: Engine, batches: list[np.ndarray]) -> float:
     for src in batches:
         session.run(None, {"src_ids": src})
     return time.perf_counter() - started
-
-
-def time_translate(engine: Engine, sources: list[str], batch: int, options: DecodeOptions) -> tuple[list[str], float]:
-    hyps: list[str] = []
-    started = time.perf_counter()
-    for start in range(0, len(sources), batch):
-        hyps += [t.best.text for t in engine.translate(sources[start : start + batch], options)]
-    return hyps, time.perf_counter() - started
 
 
 def summary(a: list[float], b: list[float]) -> dict[str, float]:
@@ -107,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for key in ("A", "B") if repeat % 2 == 0 else ("B", "A"):
                 enc[key].append(time_encoder(engines[key], inputs[key]))
-                hyps[key], took = time_translate(engines[key], sources, batch, options)
+                hyps[key], took = translate_texts(engines[key], sources, options, batch)
                 full[key].append(took)
         identical = sum(x == y for x, y in zip(hyps["A"], hyps["B"], strict=True)) / len(sources)
         real = sum(int((src != engines["A"].pad_id).sum()) for src in inputs["A"])

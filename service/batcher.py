@@ -250,7 +250,6 @@ class Batcher:
                 item.job.fail(BatchFailed(f"internal error while batching: {err!r}"))
         finally:
             self._slots.release()
-            self._wakeup.set()
 
     def _oldest_group(self) -> _Group | None:
         groups = [g for g in self._groups.values() if g.items]

@@ -264,12 +264,16 @@ class Engine:
                 results[index] = self._translation(ids, pieces, truncated, finished, options)
         return [r for r in results if r is not None]
 
-    def _decode(self, sources: list[list[int]], options: DecodeOptions) -> list[list[Finished]]:
+    def source_batch(self, sources: list[list[int]]) -> np.ndarray:
+        """The encoder's ``src_ids`` for these sources (ids without EOS): EOS appended, padded to the longest."""
         src = np.full((len(sources), max(map(len, sources)) + 1), self.pad_id, dtype=np.int64)
         for row, ids in enumerate(sources):
             src[row, : len(ids) + 1] = [*ids, self.eos_id]
+        return src
+
+    def _decode(self, sources: list[list[int]], options: DecodeOptions) -> list[list[Finished]]:
         return search(
-            _Decoding(self, src),
+            _Decoding(self, self.source_batch(sources)),
             [len(ids) for ids in sources],
             [options.max_steps(len(ids), self.max_positions) for ids in sources],
             beam_size=options.beam_size,
