@@ -36,6 +36,8 @@ FROM base AS builder
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml ./
+COPY core ./core
+COPY inference ./inference
 COPY service ./service
 COPY training ./training
 # Serving dependencies only (no extras): the same spec as `make install-serve`.
@@ -50,6 +52,8 @@ ARG TORCH_INDEX_URL=""
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml ./
+COPY core ./core
+COPY inference ./inference
 COPY service ./service
 COPY training ./training
 # The project itself with its extras: versions are pinned in pyproject.toml, not here.

@@ -58,7 +58,7 @@ serve: install-serve
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy service training
+	$(PY) -m mypy core inference service training
 	$(HADOLINT) Dockerfile
 	$(CHECK_JSONSCHEMA) --schemafile deploy/compose-spec.json docker-compose.yml
 	@if command -v promtool >/dev/null 2>&1; then \

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bench.loadtools import machine, write_report  # noqa: E402
-from service.engine import Engine  # noqa: E402
-from service.translation import DecodeOptions  # noqa: E402
+from core.translation import DecodeOptions  # noqa: E402
+from inference.engine import Engine  # noqa: E402
 from training.data import read_pairs  # noqa: E402
 from training.evaluate import translate_texts  # noqa: E402
 

@@ -28,9 +28,9 @@ import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
 
 from bench.loadtools import report_path  # noqa: E402
-from service.engine import Engine  # noqa: E402
-from service.tokenizer import WORD_START  # noqa: E402
-from service.translation import DecodeOptions  # noqa: E402
+from core.tokenizer import WORD_START  # noqa: E402
+from core.translation import DecodeOptions  # noqa: E402
+from inference.engine import Engine  # noqa: E402
 from training.checkpoint import load_model  # noqa: E402
 from training.decode import beam_search, greedy, strip_eos  # noqa: E402
 from training.model import Transformer  # noqa: E402

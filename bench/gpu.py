@@ -30,8 +30,8 @@ if str(ROOT) not in sys.path:
 import onnxruntime as ort  # noqa: E402
 
 from bench.loadtools import report_path  # noqa: E402
-from service.engine import Engine, EngineError  # noqa: E402
-from service.translation import DecodeOptions  # noqa: E402
+from core.translation import DecodeOptions  # noqa: E402
+from inference.engine import Engine, EngineError  # noqa: E402
 
 SYSTEMS = ("cuda-fp32", "cuda-fp16", "cpu-fp32")
 

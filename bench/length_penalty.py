@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.loadtools import alternated, write_report  # noqa: E402
-from service.engine import Engine  # noqa: E402
-from service.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions  # noqa: E402
+from core.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions  # noqa: E402
+from inference.engine import Engine  # noqa: E402
 from training.data import read_pairs  # noqa: E402
 
 

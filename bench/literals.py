@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import sacrebleu
 
-    from service.engine import Engine
+    from core.translation import DecodeOptions
+    from inference.engine import Engine
     from service.settings import Settings
-    from service.translation import DecodeOptions
 
     files = sorted({f for pattern in args.inputs for f in glob.glob(pattern)})
     if not files:

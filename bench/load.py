@@ -114,7 +114,7 @@ async def closed_loop(
 
 def engine_rate(engine: Any, ids: list[list[int]], batch: int, beam: int, count: int) -> float:
     """Sentences/s of the raw engine on ``count`` sentences (cycling through ``ids``) in batches of ``batch``."""
-    from service.translation import DecodeOptions
+    from core.translation import DecodeOptions
 
     options = DecodeOptions(beam_size=beam)
     work = [ids[i % len(ids)] for i in range(count)]
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
     args = parser.parse_args(argv)
 
-    from service.engine import Engine
+    from inference.engine import Engine
 
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()
     sentences = [line.split("\t")[0] for line in lines if line.strip()][: max(args.requests, 1)]

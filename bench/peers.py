@@ -50,12 +50,12 @@ class Worker:
         data = json.loads((work / "sources.json").read_text(encoding="utf-8"))
         self.ids: list[list[int]] = data["ids"]
         self.pieces: list[list[str]] = data["pieces"]
-        from service.tokenizer import Tokenizer
+        from core.tokenizer import Tokenizer
 
         fp32 = Path((work / "bundle-fp32.txt").read_text(encoding="utf-8"))
         self.tokenizer = Tokenizer(fp32)
         if system.startswith("ours"):
-            from service.engine import Engine
+            from inference.engine import Engine
 
             bundles = {"ours-fp32": fp32, "ours-int8": work / "bundle-int8", "ours-int8c": work / "bundle-int8c"}
             bundle = bundles[system.removesuffix("-spin")]
@@ -97,7 +97,7 @@ class Worker:
     def _batch(self, lo: int, hi: int, beam: int, max_length: int) -> list[list[str]]:
         tok = self.tokenizer
         if self.system.startswith("ours"):
-            from service.translation import DecodeOptions
+            from core.translation import DecodeOptions
 
             options = DecodeOptions(beam_size=beam, max_length=max_length, max_length_ratio=1e6)
             return [t.best.pieces for t in self.engine.translate_ids(self.ids[lo:hi], options)]
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint = without_eos(Path(args.checkpoint), Path(args.work)) if args.no_eos else Path(args.checkpoint)
     work = prepare(checkpoint, Path(args.bundle) if args.bundle else None, Path(args.work))
 
-    from service.tokenizer import Tokenizer
+    from core.tokenizer import Tokenizer
 
     fp32 = Path((work / "bundle-fp32.txt").read_text(encoding="utf-8"))
     tok = Tokenizer(fp32)

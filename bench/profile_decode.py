@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import dataclasses
 import functools
 import io
 import json
@@ -35,17 +36,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 import onnxruntime as ort  # noqa: E402
 
-import service.engine as engine_module  # noqa: E402
 from bench.loadtools import report_path  # noqa: E402
-from service.beam_search import search  # noqa: E402
-from service.engine import Engine  # noqa: E402
-from service.translation import DecodeOptions  # noqa: E402
+from core.translation import DecodeOptions  # noqa: E402
+from inference.beam_search import SearchOptions  # noqa: E402
+from inference.engine import Engine  # noqa: E402
 
 
 class TimedSession:
-    """Wraps an InferenceSession: counts the seconds spent in run_with_iobinding."""
+    """Wraps a session (the engine's pybind ones): counts the seconds spent in run_with_iobinding."""
 
-    def __init__(self, session: ort.InferenceSession):
+    def __init__(self, session: Any):
         self.session = session
         self.seconds = 0.0
         self.calls = 0
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     ids = [engine.tokenize(t) for t in texts]
     tokenize_s = time.perf_counter() - started
-    timed = {role: TimedSession(s) for role, s in engine.sessions.items()}
-    engine.sessions = timed  # type: ignore[assignment]
+    timed = {role: TimedSession(s) for role, s in engine.raw_sessions.items()}
+    engine.raw_sessions = timed  # type: ignore[assignment]
     started = time.perf_counter()
     generated = decode_all(engine, ids, args.batch, options)
     search_s = time.perf_counter() - started
@@ -195,9 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     # 4. early stop off / on, alternated
     seconds: dict[bool, list[float]] = {False: [], True: []}
     best: dict[bool, list[list[int]]] = {}
+    plain = engine.search_options
+
+    def with_early_stop(early: bool, options: DecodeOptions, source_len: int) -> SearchOptions:
+        return dataclasses.replace(plain(options, source_len), early_stop=early)
+
     for _ in range(args.repeats):
         for early in (False, True):
-            engine_module.search = functools.partial(search, early_stop=early)  # type: ignore[assignment]
+            engine.search_options = functools.partial(with_early_stop, early)  # type: ignore[method-assign]
             started = time.perf_counter()
             best[early] = [
                 t.best.token_ids
@@ -205,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 for t in engine.translate_ids(ids[lo : lo + args.batch], options)
             ]
             seconds[early].append(time.perf_counter() - started)
-    engine_module.search = search  # type: ignore[assignment]
+    engine.search_options = plain  # type: ignore[method-assign]
     early_off, early_on = statistics.median(seconds[False]), statistics.median(seconds[True])
     same = sum(a == b for a, b in zip(best[False], best[True], strict=True))
 
@@ -239,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---:|---:|",
         *[f"| {op} | {d / 1000:.0f} | {100 * d / op_total:.1f} % |" for op, d in per_op.most_common(12)],
         "",
-        f"Early stop (service/beam_search.py), off vs on, median of {args.repeats} alternated runs: "
+        f"Early stop (inference/beam_search.py), off vs on, median of {args.repeats} alternated runs: "
         f"{early_off:.2f} s vs {early_on:.2f} s, {early_off / early_on:.2f}x; best hypothesis identical for "
         f"{same}/{len(ids)} sentences.",
         "",

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from core.translation import DecodeOptions, Translation
 from service.metrics import Metrics
-from service.translation import DecodeOptions, Translation
 
 log = logging.getLogger(__name__)
 

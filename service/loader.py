@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.bundle import BundleError
+from core.translation import DecodeOptions, Translation
 from service.batcher import BatchEngine
-from service.bundle import BundleError
 from service.metrics import Metrics
-from service.translation import DecodeOptions, Translation
 
 log = logging.getLogger(__name__)
 
 
 class Engine(BatchEngine, Protocol):
-    """What the service needs of an engine (service.engine.Engine, or a fake one in tests)."""
+    """What the service needs of an engine (inference.engine.Engine, or a fake one in tests)."""
 
     @property
     def manifest(self) -> dict[str, Any]: ...
@@ -47,7 +47,7 @@ class EngineLoader(Protocol):
 
 def load_engine(bundle: Path, *, provider: str, threads: int) -> Engine:
     """The real engine (onnxruntime), imported only when a real bundle is loaded."""
-    from service.engine import Engine as OnnxEngine
+    from inference.engine import Engine as OnnxEngine
 
     return OnnxEngine.load(bundle, provider=provider, threads=threads)
 

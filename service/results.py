@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.sentences import Split
+from core.translation import Hypothesis, Translation
 from service.schemas import Alternative, Attention, SentenceTranslation, TextTranslation, WordLink
-from service.sentences import Split
-from service.translation import Hypothesis, Translation
 
 
 @dataclass(frozen=True)

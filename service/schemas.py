@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.translation import DecodeOptions
+from core.translation import DecodeOptions
 
 _DEFAULTS = DecodeOptions()
 

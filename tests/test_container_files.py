@@ -32,6 +32,8 @@ COMPOSE_CPU = ROOT / "docker-compose.cpu.yml"
 COMPOSE_SCHEMA = ROOT / "deploy" / "compose-spec.json"
 PROMETHEUS = ROOT / "deploy" / "prometheus.yml"
 PYPROJECT = ROOT / "pyproject.toml"
+PACKAGES = ("core", "inference", "service", "training")
+"""The top-level packages the wheel (and so the image) carries."""
 
 # pip options that change how the project is installed but not what gets installed.
 IRRELEVANT_PIP_OPTIONS = {"-e", "--editable", "--no-cache-dir", "-q", "--quiet", "--no-compile"}
@@ -370,7 +372,7 @@ def test_console_scripts_point_at_real_functions(pyproject: dict[str, Any]) -> N
 def test_every_python_folder_is_a_package() -> None:
     """Packages are found with namespaces = false: a folder without __init__.py would silently be
     left out of the wheel, and so out of the Docker image."""
-    for top in ("service", "training"):
+    for top in PACKAGES:
         for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
             if "__pycache__" in folder.parts:
                 continue
@@ -386,7 +388,7 @@ def test_wheel_contains_the_packages(tmp_path: Path) -> None:
     source.mkdir()
     shutil.copy(PYPROJECT, source)
     junk = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for top in ("service", "training"):
+    for top in PACKAGES:
         shutil.copytree(ROOT / top, source / top, ignore=junk)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
@@ -398,7 +400,7 @@ def test_wheel_contains_the_packages(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     [wheel] = (tmp_path / "dist").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for top in ("service", "training"):
+    for top in PACKAGES:
         for module in (ROOT / top).rglob("*.py"):
             if "__pycache__" not in module.parts:
                 relative = module.relative_to(ROOT).as_posix()

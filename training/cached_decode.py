@@ -34,9 +34,8 @@ def cached_greedy(
     outputs = [Output([], 0.0, []) for _ in batch]
     for step in range(max(max_lens, default=0)):
         rows = torch.arange(len(alive), device=device)
-        top_lp, top_ids, _, *past = step_graph(
-            tokens, torch.tensor(step, device=device), rows, src_mask, one, *cross, *past
-        )
+        positions = torch.full((len(alive),), step, dtype=torch.long, device=device)
+        top_lp, top_ids, _, *past = step_graph(tokens, positions, rows, one, src_mask, *cross, *past)
         keep = []
         for row, index in enumerate(alive):
             token, logprob = int(top_ids[row, 0, 0]), float(top_lp[row, 0, 0])

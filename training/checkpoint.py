@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from service.tokenizer import VOCAB_FILE, Tokenizer
+from core.tokenizer import VOCAB_FILE, Tokenizer
 from training.config import Config
 from training.model import Transformer
 

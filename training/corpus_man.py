@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from service.sentences import split_sentences
+from core.sentences import split_sentences
 from training.corpus_sources import Pair
 
 # Requests that end the current block. Anything else that is not a font macro or a link macro is ignored.

@@ -91,8 +91,8 @@ def evaluate_bundle(
     ``None`` for ``no_repeat_ngram`` or ``length_penalty`` means the server's default."""
     import sacrebleu
 
-    from service.engine import Engine
-    from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+    from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+    from inference.engine import Engine
 
     engine = Engine.load(bundle, threads=threads)
     if no_repeat_ngram is None:  # the server's default

@@ -26,20 +26,17 @@ import onnx
 import onnxruntime as ort
 import torch
 
-from service.bundle import DECODER_FILE, ENCODER_FILE, MANIFEST_FILE, SELECT_FILE, write_manifest
-from service.tokenizer import Tokenizer
+from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES, MANIFEST_FILE, write_manifest
+from core.graphs import GRAPHS
+from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export_graphs import (
-    ENCODER_INPUTS,
     DecoderStep,
     EncoderGraph,
-    decoder_dynamic_axes,
     decoder_example,
-    decoder_input_names,
-    decoder_output_names,
-    encoder_dynamic_axes,
     encoder_example,
-    encoder_output_names,
+    spec,
+    state_graph,
 )
 from training.model import Transformer
 from training.parity import ParityReport, compare, random_sources
@@ -55,6 +52,8 @@ TOLERANCES = {"fp32": 1e-3, "fp16": 0.1, "int8": 1.0}
 FP32_OUTPUTS_OF_FP16 = ["topk_logprobs", "topk_ids", "attention", "src_mask"]
 FP16_KEEP_FP32_OPS = ["LayerNormalization", "Softmax", "LogSoftmax", "TopK", "ReduceMean"]
 REAL_PARITY_SENTENCES = 16
+GPU_VARIANT = "cuda"
+"""Where ``--gpu-dtype`` puts a second set of graphs, and its key in the manifest's ``variants``."""
 
 
 class ExportError(ValueError):
@@ -73,6 +72,7 @@ def export_bundle(
     quantize: str = "none",
     opset: int = DEFAULT_OPSET,
     attention_layer: int = -1,
+    gpu_dtype: str = "none",
     scores: dict[str, Any] | None = None,
     test_file: str | Path | None = None,
     tolerance: float | None = None,
@@ -87,6 +87,8 @@ def export_bundle(
         raise ExportError(f"dtype={dtype!r}: use one of {', '.join(DTYPES)}")
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"quantize={quantize!r}: use one of {', '.join(QUANTIZATIONS)}")
+    if gpu_dtype not in ("none", *DTYPES):
+        raise ExportError(f"gpu_dtype={gpu_dtype!r}: use none, {', '.join(DTYPES)}")
     if dtype == "fp16" and quantize != "none":
         raise ExportError("--dtype fp16 and --quantize int8 exclude each other: int8 quantizes fp32 graphs")
     if opset < DEFAULT_OPSET:
@@ -110,19 +112,10 @@ def export_bundle(
         fp32_dir.mkdir()
         _export_graphs(model, fp32_dir, opset, attention_layer)
         bundle = work / "bundle"
-        bundle.mkdir()
-        for role_file in (ENCODER_FILE, DECODER_FILE):
-            src, dst = fp32_dir / role_file, bundle / role_file
-            if mode == "fp16":
-                _to_fp16(src, dst)
-            elif mode == "int8":
-                _to_int8(src, dst, per_channel=quantize == "int8-channel")
-            else:
-                shutil.move(src, dst)
-            onnx.checker.check_model(str(dst), full_check=True)
+        _write_graphs(model, fp32_dir, bundle, mode, quantize)
+        if gpu_dtype != "none":
+            _write_graphs(model, fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none")
         shutil.rmtree(fp32_dir)
-        _select_graph(bundle / ENCODER_FILE, bundle / SELECT_FILE)
-        onnx.checker.check_model(str(bundle / SELECT_FILE), full_check=True)
         write_vocab_files(vocab_files, bundle)
         tokenizer = Tokenizer(bundle)
         if len(tokenizer) != config.model.vocab_size:
@@ -131,6 +124,17 @@ def export_bundle(
                 f"{config.model.vocab_size} embeddings; the checkpoint is inconsistent"
             )
         parity = _parity(model, bundle, tokenizer, test_file, attention_layer, mode, tolerance)
+        variants = {}
+        if gpu_dtype != "none":
+            gpu_parity = _parity(
+                model, bundle / GPU_VARIANT, tokenizer, test_file, attention_layer, gpu_dtype, TOLERANCES[gpu_dtype]
+            )
+            variants[GPU_VARIANT] = {
+                "dtype": gpu_dtype,
+                "provider": "CUDAExecutionProvider",
+                "graphs": {role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle) for role in GRAPHS},
+                "parity": gpu_parity,
+            }
         manifest = _manifest(
             model,
             tokenizer,
@@ -151,6 +155,8 @@ def export_bundle(
             },
             scores or {},
         )
+        if variants:
+            manifest["variants"] = variants
         write_manifest(bundle, manifest)
         if out.exists():
             shutil.rmtree(out)
@@ -160,6 +166,25 @@ def export_bundle(
         return manifest
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str) -> None:
+    """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
+    (converted to ``mode``: fp32, fp16 or int8), then the state graphs typed like the encoder's outputs."""
+    out.mkdir(parents=True)
+    for role_file in (ENCODER_FILE, DECODER_FILE):
+        src, dst = fp32_dir / role_file, out / role_file
+        if mode == "fp16":
+            _to_fp16(src, dst)
+        elif mode == "int8":
+            _to_int8(src, dst, per_channel=quantize == "int8-channel")
+        else:
+            shutil.copyfile(src, dst)
+        onnx.checker.check_model(str(dst), full_check=True)
+    encoder_graph = onnx.load(str(out / ENCODER_FILE))
+    for role in ("select", "merge", "trim"):
+        onnx.save(state_graph(role, encoder_graph, model), str(out / GRAPH_FILES[role]))
+        onnx.checker.check_model(str(out / GRAPH_FILES[role]), full_check=True)
 
 
 def _check_target(out: Path, overwrite: bool) -> None:
@@ -175,6 +200,7 @@ def _check_target(out: Path, overwrite: bool) -> None:
 
 
 def _export_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int) -> None:
+    encoder, decoder = spec("encoder", model), spec("decoder", model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and deprecation warnings about the legacy exporter
         torch.onnx.export(
@@ -182,9 +208,9 @@ def _export_graphs(model: Transformer, directory: Path, opset: int, attention_la
             encoder_example(model),
             str(directory / ENCODER_FILE),
             dynamo=False,
-            input_names=ENCODER_INPUTS,
-            output_names=encoder_output_names(model.config.decoder_layers),
-            dynamic_axes=encoder_dynamic_axes(model.config.decoder_layers),
+            input_names=encoder.input_names,
+            output_names=encoder.output_names,
+            dynamic_axes=encoder.dynamic_axes,
             opset_version=opset,
             do_constant_folding=True,
         )
@@ -193,37 +219,12 @@ def _export_graphs(model: Transformer, directory: Path, opset: int, attention_la
             decoder_example(model),
             str(directory / DECODER_FILE),
             dynamo=False,
-            input_names=decoder_input_names(model.config.decoder_layers),
-            output_names=decoder_output_names(model.config.decoder_layers),
-            dynamic_axes=decoder_dynamic_axes(model.config.decoder_layers),
+            input_names=decoder.input_names,
+            output_names=decoder.output_names,
+            dynamic_axes=decoder.dynamic_axes,
             opset_version=opset,
             do_constant_folding=True,
         )
-
-
-def _select_graph(encoder: Path, dst: Path) -> None:
-    """select.onnx: Gather the encoder outputs of the sentences still being decoded, on the device.
-
-    The service runs it whenever sentences finish, so cross K/V shrink with the batch without a trip
-    through host memory. Its inputs are typed like the encoder's outputs (fp16 bundles stay fp16).
-    """
-    from onnx import TensorProto, helper
-
-    source = onnx.load(str(encoder))
-    inputs = [o for o in source.graph.output]
-    outputs = []
-    nodes = []
-    for value in inputs:
-        tensor = value.type.tensor_type
-        dims = [d.dim_param or d.dim_value for d in tensor.shape.dim]
-        dims[0] = "kept"  # every encoder output is batch-major
-        outputs.append(helper.make_tensor_value_info(f"kept_{value.name}", tensor.elem_type, dims))
-        nodes.append(helper.make_node("Gather", [value.name, "keep"], [f"kept_{value.name}"], axis=0))
-    keep = helper.make_tensor_value_info("keep", TensorProto.INT64, ["kept"])
-    graph = helper.make_graph(nodes, "select", [*inputs, keep], outputs)
-    model = helper.make_model(graph, opset_imports=list(source.opset_import))
-    model.ir_version = source.ir_version
-    onnx.save(model, str(dst))
 
 
 def _to_fp16(src: Path, dst: Path) -> None:
@@ -286,7 +287,7 @@ def _parity_providers(mode: str) -> list[str]:
     """fp16 graphs are checked on the GPU when onnxruntime has a usable one (that is where they run);
     everything else on the CPU, the reference platform of the tolerances."""
     if mode == "fp16":
-        from service.engine import choose_providers
+        from inference.engine import choose_providers
 
         return choose_providers("auto")
     return ["CPUExecutionProvider"]
@@ -367,8 +368,9 @@ def _real_inputs(
     return sources, targets
 
 
-def tensor_specs(path: Path) -> dict[str, Any]:
-    """Names, element types and shapes (symbolic axes by name) of a graph's inputs and outputs."""
+def tensor_specs(path: Path, bundle: Path | None = None) -> dict[str, Any]:
+    """Names, element types and shapes (symbolic axes by name) of a graph's inputs and outputs; ``file`` is
+    the path relative to ``bundle`` (default: the graph's directory)."""
     graph = onnx.load(str(path), load_external_data=False).graph
 
     def spec(value: onnx.ValueInfoProto) -> dict[str, Any]:
@@ -377,7 +379,7 @@ def tensor_specs(path: Path) -> dict[str, Any]:
         return {"dtype": onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name, "shape": dims}
 
     return {
-        "file": path.name,
+        "file": path.relative_to(bundle or path.parent).as_posix(),
         "inputs": {v.name: spec(v) for v in graph.input},
         "outputs": {v.name: spec(v) for v in graph.output},
     }
@@ -430,11 +432,7 @@ def _manifest(
             "target_spm": tokenizer.target_spm_file,
         },
         "max_source_pieces": cfg.max_positions - 1,  # one position is the EOS appended to every source
-        "graphs": {
-            "encoder": tensor_specs(bundle / ENCODER_FILE),
-            "decoder": tensor_specs(bundle / DECODER_FILE),
-            "select": tensor_specs(bundle / SELECT_FILE),
-        },
+        "graphs": {role: tensor_specs(bundle / GRAPH_FILES[role]) for role in GRAPHS},
         "export": export_options,
         "scores": scores,
     }
@@ -466,6 +464,7 @@ def _run(args: argparse.Namespace) -> int:
         quantize=args.quantize,
         opset=args.opset,
         attention_layer=args.attention_layer,
+        gpu_dtype=args.gpu_dtype,
         scores=_scores_arg(args.scores),
         test_file=args.test_file,
         tolerance=args.tolerance,
@@ -506,6 +505,14 @@ def register(subparsers: Any) -> None:
         default="none",
         help="int8: dynamic quantization of the MatMul weights, for CPUs (int8-channel: one scale per output "
         "column instead of one per matrix)",
+    )
+    p.add_argument(
+        "--gpu-dtype",
+        choices=("none", *DTYPES),
+        default="none",
+        help="also write a second set of graphs in this dtype under cuda/, which the engine loads on the CUDA "
+        "provider (the main graphs stay for the CPU; e.g. --quantize int8-channel --gpu-dtype fp16). "
+        "Default: none",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET)
     p.add_argument(

@@ -11,53 +11,18 @@ from __future__ import annotations
 import functools
 from typing import cast
 
+import onnx
 import torch
 from torch import Tensor, nn
 
-from service.bundle import cache_names
+from core.graphs import FLOAT, GraphSpec, TensorSpec, graph_spec
 from training.model import DecoderLayer, EncoderLayer, FeedForward, MultiHeadAttention, Transformer
 
-ENCODER_INPUTS = ["src_ids"]
-DECODER_INPUTS = ["tokens", "step", "reorder", "src_mask", "k"]
-"""Fixed inputs; the cross-attention keys/values follow (cross_k_0, cross_v_0, ...), then the self-attention
-cache, one tensor per layer: past_k_0, past_v_0, past_k_1, ..."""
-DECODER_OUTPUTS = ["topk_logprobs", "topk_ids", "attention"]
-"""Fixed outputs; the new cache follows: present_k_0, present_v_0, present_k_1, ..."""
 
-
-def encoder_output_names(layers: int) -> list[str]:
-    return ["src_mask", *cache_names("cross", layers)]
-
-
-def encoder_dynamic_axes(layers: int) -> dict[str, dict[int, str]]:
-    axes = {"src_ids": {0: "batch", 1: "src_len"}, "src_mask": {0: "batch", 1: "src_len"}}
-    return axes | {name: {0: "batch", 2: "src_len"} for name in cache_names("cross", layers)}
-
-
-def decoder_input_names(layers: int) -> list[str]:
-    return DECODER_INPUTS + cache_names("cross", layers) + cache_names("past", layers)
-
-
-def decoder_output_names(layers: int) -> list[str]:
-    return DECODER_OUTPUTS + cache_names("present", layers)
-
-
-def decoder_dynamic_axes(layers: int) -> dict[str, dict[int, str]]:
-    axes: dict[str, dict[int, str]] = {
-        "tokens": {0: "batch", 1: "hyps"},
-        "reorder": {0: "rows"},
-        "src_mask": {0: "batch", 1: "src_len"},
-        "topk_logprobs": {0: "batch", 1: "hyps", 2: "k"},
-        "topk_ids": {0: "batch", 1: "hyps", 2: "k"},
-        "attention": {0: "batch", 1: "hyps", 2: "src_len"},
-    }
-    for name in cache_names("cross", layers):
-        axes[name] = {0: "batch", 2: "src_len"}
-    for name in cache_names("past", layers):
-        axes[name] = {0: "past_rows", 2: "step"}
-    for name in cache_names("present", layers):
-        axes[name] = {0: "rows", 2: "step_plus_1"}
-    return axes
+def spec(role: str, model: Transformer) -> GraphSpec:
+    """The contract (core/graphs.py) of ``role`` with this model's sizes: only batch and length axes dynamic."""
+    cfg = model.config
+    return graph_spec(role, cfg.decoder_layers, cfg.n_heads, cfg.d_model // cfg.n_heads)
 
 
 def decoder_layers(model: Transformer) -> list[DecoderLayer]:
@@ -142,7 +107,10 @@ class DecoderStep(nn.Module):
 
     Rows of the self-attention cache are hypotheses (``batch * hyps`` of them, sentence-major); ``reorder``
     says which row of the previous cache each hypothesis continues, so beam selection never moves the cache
-    through the host. Cross-attention K/V stay one per sentence: the hypotheses of a sentence are query rows
+    through the host. ``positions`` holds each sentence's step: sentences admitted later share the call, their
+    cache columns right-aligned (a sentence at position ``p`` owns the last ``p`` of the ``T`` cached
+    columns, core/graphs.py), and the self-attention mask hides the columns before them.
+    Cross-attention K/V stay one per sentence: the hypotheses of a sentence are query rows
     against its keys, (B, heads, hyps, d_head) @ (B, heads, d_head, S).
 
     The computation is the model's (its weights, ``attend``, its residual blocks), written on 2-D
@@ -162,19 +130,25 @@ class DecoderStep(nn.Module):
         self.register_buffer("search_bias", bias, persistent=False)
 
     def forward(
-        self, tokens: Tensor, step: Tensor, reorder: Tensor, src_mask: Tensor, k: Tensor, *memory: Tensor
+        self, tokens: Tensor, positions: Tensor, reorder: Tensor, k: Tensor, src_mask: Tensor, *memory: Tensor
     ) -> tuple[Tensor, ...]:
         """``memory`` is the encoder's cross K/V per layer (cross_k_0, cross_v_0, ...), then the self-attention
         cache per layer (past_k_0, past_v_0, ...), each (rows, heads, step, d_head)."""
         model = self.model
         layers = decoder_layers(model)
         cross, past = memory[: 2 * len(layers)], memory[2 * len(layers) :]
+
         batch, hyps = tokens.size(0), tokens.size(1)
         d_model = model.config.d_model
         heads, d_head = model.config.n_heads, d_model // model.config.n_heads
         # Reshapes use -1 for the row count wherever they can: a traced dynamic size is a chain of Shape,
         # Gather, Unsqueeze and Concat nodes per use, and every node costs a few microseconds per step.
-        x = model.decoder_embed(tokens.reshape(-1, 1), offset=step).reshape(-1, d_model)
+        offsets = positions[:, None].expand(-1, tokens.size(1)).reshape(-1, 1)  # (rows, 1): each row's position
+        x = model.decoder_embed(tokens.reshape(-1, 1), offset=offsets).reshape(-1, d_model)
+        # Key j of the T + 1 a row sees is its sentence's when j >= T - position (the cache is right-aligned).
+        cached = past[0].size(2)
+        columns = torch.arange(cached + 1, device=tokens.device)
+        self_mask = (columns < cached - offsets)[:, None, None, :]  # (rows, 1, 1, T + 1), True: not its own
         memory_mask = src_mask[:, None, None, :]
         present: list[Tensor] = []
         attention: list[Tensor] = []
@@ -187,7 +161,7 @@ class DecoderStep(nn.Module):
                 keys = torch.cat([past[2 * i].index_select(0, reorder), k_new], dim=2)
                 values = torch.cat([past[2 * i + 1].index_select(0, reorder), v_new], dim=2)
                 present.extend((keys, values))
-                out, _ = attn.attend(q, keys, values, None)  # the newest token may see every cached one
+                out, _ = attn.attend(q, keys, values, self_mask)
                 return _linear(out.reshape(-1, d_model), attn.out_proj)
 
             def cross_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.cross_attn) -> Tensor:
@@ -219,7 +193,8 @@ def encoder_example(model: Transformer, batch: int = 2, src_len: int = 5) -> tup
 def decoder_example(
     model: Transformer, batch: int = 2, hyps: int = 3, src_len: int = 5, step: int = 3
 ) -> tuple[Tensor, ...]:
-    """Inputs with every dynamic axis above 1 so tracing specialises none of them."""
+    """Inputs with every dynamic axis above 1 so tracing specialises none of them; the sentences are at
+    different positions so the cache mask is exercised."""
     cfg = model.config
     heads, d_head = cfg.n_heads, cfg.d_model // cfg.n_heads
     rows = batch * hyps
@@ -227,10 +202,82 @@ def decoder_example(
     src_mask[0, -2:] = True
     return (
         torch.randint(4, cfg.vocab_size, (batch, hyps)),
-        torch.tensor(step, dtype=torch.long),
+        torch.tensor([step, 1] + [step] * (batch - 2), dtype=torch.long),
         torch.randperm(rows),
-        src_mask,
         torch.tensor(min(4, cfg.vocab_size), dtype=torch.long),
+        src_mask,
         *(torch.randn(batch, heads, src_len, d_head) for _ in range(2 * cfg.decoder_layers)),
         *(torch.randn(rows, heads, step, d_head) for _ in range(2 * cfg.decoder_layers)),
     )
+
+
+def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx.ModelProto:
+    """select, merge or trim: the small graphs that reshape the running set's device state between steps.
+
+    They only gather, pad, concatenate and slice, so they are written directly in ONNX, typed like the
+    encoder's outputs (fp16 bundles stay fp16): select keeps some sentences' memory (``keep``, one Gather per
+    tensor); merge pads the running and the new sentences' memory to the longer source (padding masked) and
+    stacks them; trim cuts the memory's source axis to ``src_len`` and drops the first ``start`` columns of
+    every cache tensor.
+    """
+    from onnx import TensorProto, helper
+
+    layers = model.config.decoder_layers
+    float_type = next(o.type.tensor_type.elem_type for o in encoder.graph.output if o.name == "cross_k_0")
+    contract = spec(role, model)
+    elem = {"int64": TensorProto.INT64, "bool": TensorProto.BOOL, "float32": TensorProto.FLOAT}
+
+    def value(t: TensorSpec) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(t.name, float_type if t.dtype == FLOAT else elem[t.dtype], list(t.shape))
+
+    nodes: list[onnx.NodeProto] = []
+    constants = [
+        helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("big", TensorProto.INT64, [1], [2**62]),
+        helper.make_tensor("shape_1", TensorProto.INT64, [1], [1]),
+    ]
+    if role == "select":
+        for t in contract.inputs[: 1 + 2 * layers]:
+            nodes.append(helper.make_node("Gather", [t.name, "keep"], [f"kept_{t.name}"], axis=0))
+    elif role == "merge":
+        for t in contract.inputs[: 1 + 2 * layers]:
+            axis, rank = t.source_axis, len(t.shape)
+            for side in ("", "new_"):
+                nodes.append(
+                    helper.make_node("Shape", [side + t.name], [f"{side}{t.name}_len"], start=axis, end=axis + 1)
+                )
+            nodes.append(helper.make_node("Max", [f"{t.name}_len", f"new_{t.name}_len"], [f"{t.name}_width"]))
+            padded = []
+            for side in ("", "new_"):
+                name = side + t.name
+                nodes.append(helper.make_node("Sub", [f"{t.name}_width", f"{name}_len"], [f"{name}_short"]))
+                pads = ["zero"] * (rank + axis) + [f"{name}_short"] + ["zero"] * (rank - axis - 1)
+                nodes.append(helper.make_node("Concat", pads, [f"{name}_pads"], axis=0))
+                fill = f"fill_{t.name}"
+                nodes.append(helper.make_node("Pad", [name, f"{name}_pads", fill], [f"{name}_padded"]))
+                padded.append(f"{name}_padded")
+            if t.dtype == "bool":  # padding is masked
+                constants.append(helper.make_tensor(f"fill_{t.name}", TensorProto.BOOL, [], [True]))
+            else:
+                constants.append(helper.make_tensor(f"fill_{t.name}", float_type, [], [0]))
+            nodes.append(helper.make_node("Concat", padded, [f"merged_{t.name}"], axis=0))
+    elif role == "trim":
+        nodes.append(helper.make_node("Reshape", ["start", "shape_1"], ["start_1"]))
+        nodes.append(helper.make_node("Reshape", ["src_len", "shape_1"], ["src_len_1"]))
+        constants.append(helper.make_tensor("axis_steps", TensorProto.INT64, [1], [2]))
+        for t in contract.inputs[: 1 + 2 * layers]:
+            constants.append(helper.make_tensor(f"axis_{t.name}", TensorProto.INT64, [1], [t.source_axis]))
+            nodes.append(
+                helper.make_node("Slice", [t.name, "zero", "src_len_1", f"axis_{t.name}"], [f"trimmed_{t.name}"])
+            )
+        for t in contract.inputs[1 + 2 * layers : -2]:
+            nodes.append(helper.make_node("Slice", [t.name, "start_1", "big", "axis_steps"], [f"trimmed_{t.name}"]))
+    else:
+        raise ValueError(f"{role!r} is not a state graph (select, merge, trim)")
+    graph = helper.make_graph(
+        nodes, role, [value(t) for t in contract.inputs], [value(t) for t in contract.outputs], initializer=constants
+    )
+    model = helper.make_model(graph, opset_imports=list(encoder.opset_import))
+    model.ir_version = encoder.ir_version
+    return model

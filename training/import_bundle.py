@@ -27,8 +27,8 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from service.bundle import DECODER_FILE, ENCODER_FILE, read_manifest
-from service.tokenizer import Tokenizer
+from core.bundle import DECODER_FILE, ENCODER_FILE, read_manifest
+from core.tokenizer import Tokenizer
 from training.checkpoint import read_vocab_files, save
 from training.config import Config, ModelConfig
 from training.export import TOLERANCES, ExportError, _export_graphs, _parity

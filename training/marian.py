@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from service.tokenizer import Specials, write_vocab
+from core.tokenizer import Specials, write_vocab
 from training.checkpoint import load_model, load_tokenizer, read_vocab_files, save
 from training.config import Config, ModelConfig
 from training.marian_weights import (
@@ -41,7 +41,7 @@ CONFIG_FILE = "config.json"
 GENERATION_FILE = "generation_config.json"
 TOKENIZER_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
-VOCAB_FILE = "vocab.json"  # Marian's: {piece: id}; ours (service/tokenizer.py) has the same name
+VOCAB_FILE = "vocab.json"  # Marian's: {piece: id}; ours (core/tokenizer.py) has the same name
 SOURCE_SPM = "source.spm"
 TARGET_SPM = "target.spm"
 # Our key in config.json: how export relabelled the model, so that import can undo it exactly.

@@ -17,7 +17,7 @@ import onnxruntime as ort
 import torch
 from torch import Tensor
 
-from service.bundle import cache_names
+from core.graphs import cache_names
 from training.decode import source_tensor
 from training.export_graphs import decoder_layers
 from training.model import Transformer
@@ -121,7 +121,7 @@ def compare(
                 None,
                 {
                     "tokens": tokens,
-                    "step": np.array(step, dtype=np.int64),
+                    "positions": np.full(batch, step, dtype=np.int64),
                     "reorder": reorder,
                     "src_mask": src_mask,
                     **cross_in,

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from service.tokenizer import Tokenizer
+from core.tokenizer import Tokenizer
 from training import checkpoint
 from training.cached_decode import cached_greedy
 from training.config import Config, dump_toml

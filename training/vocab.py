@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from service.tokenizer import Specials, Tokenizer, write_vocab
+from core.tokenizer import Specials, Tokenizer, write_vocab
 from training.data import read_pairs
 
 SPECIALS = Specials(pad_id=0, unk_id=1, bos_id=2, eos_id=3)

@@ -8,14 +8,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from core.sentences import Split, split_sentences, whole_text
+from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service
 from service.errors import ApiError
 from service.loader import LoadedModel
 from service.results import Wanted, text_translation
 from service.schemas import ErrorResponse, ModelRef, TranslateRequest, TranslateResponse
-from service.sentences import Split, split_sentences, whole_text
-from service.translation import Translation
 
 router = APIRouter(tags=["translation"])
 

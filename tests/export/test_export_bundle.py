@@ -10,8 +10,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from service.bundle import FORMAT_VERSION, GRAPHS, cache_names, read_manifest
-from service.tokenizer import Tokenizer
+from core.bundle import FORMAT_VERSION, read_manifest
+from core.graphs import GRAPHS, cache_names, graph_spec, memory_names
+from core.tokenizer import Tokenizer
 from training.checkpoint import load_model
 from training.data import read_pairs
 from training.export import ExportError, _parity, export_bundle
@@ -28,7 +29,7 @@ def _sessions(bundle: Path) -> tuple[ort.InferenceSession, ort.InferenceSession]
 def test_bundle_holds_verified_manifest_graphs_and_vocabulary(tiny_bundle: Path) -> None:
     manifest = read_manifest(tiny_bundle)  # verifies every sha256
     assert manifest["format_version"] == FORMAT_VERSION
-    assert set(manifest["files"]) >= {"encoder.onnx", "decoder.onnx", "select.onnx", "vocab.json"}
+    assert set(manifest["files"]) >= {f"{role}.onnx" for role in GRAPHS} | {"vocab.json"}
     arch = manifest["architecture"]
     assert arch["d_head"] * arch["n_heads"] == arch["d_model"]
     assert len(Tokenizer(tiny_bundle)) == arch["vocab_size"]
@@ -53,7 +54,11 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
             assert dec["outputs"][f"present_{kv}_{i}"]["shape"] == ["rows", heads, "step_plus_1", d_head]
     assert f"past_k_{layers}" not in dec["inputs"] and "past_k" not in dec["inputs"] and "cross_k" not in dec["inputs"]
     assert dec["inputs"]["k"] == {"dtype": "int64", "shape": []}
-    assert dec["inputs"]["step"] == {"dtype": "int64", "shape": []}
+    assert dec["inputs"]["positions"] == {"dtype": "int64", "shape": ["batch"]}
+    for role in GRAPHS:  # what the export wrote is the contract core/graphs.py states, in its order
+        spec = graph_spec(role, layers, heads, d_head)
+        assert list(graphs[role]["inputs"]) == spec.input_names, role
+        assert list(graphs[role]["outputs"]) == spec.output_names, role
     assert dec["inputs"]["reorder"]["shape"] == ["rows"]
     assert dec["outputs"]["topk_logprobs"] == {"dtype": "float32", "shape": ["batch", "hyps", "k"]}
     assert dec["outputs"]["topk_ids"]["dtype"] == "int64"
@@ -67,7 +72,7 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
         None,
         {
             "tokens": np.full((1, 5), 2, dtype=np.int64),
-            "step": np.array(0, dtype=np.int64),
+            "positions": np.zeros(1, dtype=np.int64),
             **{name: past for name in cache_names("past", layers)},
             "reorder": np.zeros(5, dtype=np.int64),
             "src_mask": mask,
@@ -117,8 +122,8 @@ def test_parity_gate_fails_the_export_above_tolerance(tiny_checkpoint: Path, tin
 def test_int8_export_via_cli_records_scores_and_translates(
     tiny_checkpoint: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service.engine import Engine
-    from service.translation import DecodeOptions
+    from core.translation import DecodeOptions
+    from inference.engine import Engine
     from training.cli import main
 
     cwd = tmp_path / "cwd"  # onnxruntime's quantizer may drop scratch files into the working directory
@@ -196,3 +201,44 @@ def test_int8_channel_export_has_one_weight_scale_per_output_column(tiny_checkpo
     (rows, cols), per_tensor = scales["int8"]
     assert per_tensor in ((), (1,))
     assert scales["int8-channel"] == ((rows, cols), (cols,))
+
+
+def test_state_graphs_select_merge_and_trim(tiny_bundle: Path) -> None:
+    """select keeps sentences, merge pads to the longer source (masked) and stacks, trim cuts the source axis
+    and drops the first cache columns: checked against numpy on the real graphs."""
+    arch = read_manifest(tiny_bundle)["architecture"]
+    layers, heads, d_head = arch["decoder_layers"], arch["n_heads"], arch["d_head"]
+    encoder, _ = _sessions(tiny_bundle)
+    names = memory_names(layers)
+    session = {
+        r: ort.InferenceSession(str(tiny_bundle / f"{r}.onnx"), providers=["CPUExecutionProvider"]) for r in GRAPHS
+    }
+    old = encoder.run(None, {"src_ids": np.array([[5, 6, 3, 0], [5, 6, 7, 3]], dtype=np.int64)})
+    new = encoder.run(None, {"src_ids": np.array([[7, 8, 9, 10, 11, 3]], dtype=np.int64)})
+    merged = session["merge"].run(
+        None, {**dict(zip(names, old, strict=True)), **{"new_" + n: v for n, v in zip(names, new, strict=True)}}
+    )
+    assert merged[0].tolist() == [[False] * 3 + [True] * 3, [False] * 4 + [True] * 2, [False] * 6]
+    for before, after, added in zip(old[1:], merged[1:], new[1:], strict=True):
+        assert after.shape == (3, heads, 6, d_head)
+        np.testing.assert_array_equal(after[:2, :, :4], before)
+        np.testing.assert_array_equal(after[:2, :, 4:], 0.0)
+        np.testing.assert_array_equal(after[2:], added)
+    kept = session["select"].run(None, {**dict(zip(names, merged, strict=True)), "keep": np.array([1, 0])})
+    for before, after in zip(merged, kept, strict=True):
+        np.testing.assert_array_equal(after, before[[1, 0]])
+    past = [np.random.default_rng(i).normal(size=(6, heads, 5, d_head)).astype(np.float32) for i in range(2 * layers)]
+    trimmed = session["trim"].run(
+        None,
+        {
+            **dict(zip(names, kept, strict=True)),
+            **dict(zip(cache_names("past", layers), past, strict=True)),
+            "start": np.array(3),
+            "src_len": np.array(4),
+        },
+    )
+    assert trimmed[0].tolist() == [[False] * 4, [False] * 3 + [True]]
+    for before, after in zip(kept[1:], trimmed[1 : len(names)], strict=True):
+        np.testing.assert_array_equal(after, before[:, :, :4])
+    for before, after in zip(past, trimmed[len(names) :], strict=True):
+        np.testing.assert_array_equal(after, before[:, :, 3:])

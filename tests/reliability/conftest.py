@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.tokenizer import Tokenizer
+from core.tokenizer import Tokenizer
 from tests.service.servers import ProcessServer, process_server, wait_until
 
 ADMIN_TOKEN = "reliability-admin"
@@ -36,9 +36,9 @@ def real_bundle(request: pytest.FixtureRequest) -> Path:
     if given:
         return Path(given)
     try:
-        import service.engine  # noqa: F401
+        import inference.engine  # noqa: F401
     except ImportError as err:
-        pytest.skip(f"service.engine cannot be imported: {err}")
+        pytest.skip(f"inference.engine cannot be imported: {err}")
     try:
         bundle = request.getfixturevalue("tiny_bundle")
     except (Exception, pytest.fail.Exception) as err:  # its build failed (or timed out)

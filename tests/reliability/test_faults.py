@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.bundle import write_manifest
+from core.bundle import write_manifest
 from tests.reliability.conftest import ADMIN
 from tests.service.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import (

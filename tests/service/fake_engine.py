@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from service.bundle import BundleError
-from service.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
+from core.bundle import BundleError
+from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 
 WORD = "\u2581"
 

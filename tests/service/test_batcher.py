@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import pytest
 
+from core.translation import DecodeOptions, Translation
 from service.batcher import (
     Batcher,
     BatcherClosed,
@@ -19,7 +20,6 @@ from service.batcher import (
     TooManySentences,
 )
 from service.metrics import Metrics
-from service.translation import DecodeOptions, Translation
 from tests.service.fake_engine import FakeEngine
 
 T = TypeVar("T")

@@ -26,9 +26,9 @@ TEXTS = ["red blue green", "gold pink", "white black navy teal", "cyan", "plum g
 @pytest.fixture(scope="module")
 def real_bundle(request: pytest.FixtureRequest) -> Path:
     try:
-        import service.engine  # noqa: F401
+        import inference.engine  # noqa: F401
     except ImportError as err:
-        pytest.skip(f"service.engine cannot be imported yet: {err}")
+        pytest.skip(f"inference.engine cannot be imported yet: {err}")
     try:
         bundle = request.getfixturevalue("tiny_bundle")
     except pytest.FixtureLookupError:
@@ -86,8 +86,8 @@ def test_translates_and_batches_concurrent_requests_like_single_ones(real: Proce
 
 
 def test_no_repeat_ngram_size_reaches_the_search(real: ProcessServer, real_bundle: Path) -> None:
-    from service.engine import Engine
-    from service.translation import DEFAULT_LENGTH_PENALTY, DecodeOptions
+    from core.translation import DEFAULT_LENGTH_PENALTY, DecodeOptions
+    from inference.engine import Engine
 
     engine = Engine.load(real_bundle, provider="cpu", threads=1)
     text = "gold gold gold gold gold gold gold gold"

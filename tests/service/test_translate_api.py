@@ -198,7 +198,7 @@ def test_static_web_page_is_served_at_the_root_when_present(tmp_path: Path, monk
 
 
 def test_search_defaults_come_from_the_settings_and_requests_override_them(fake_bundle: Path) -> None:
-    from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
+    from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 
     cases = [
         ({}, {}, (DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE)),

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import training.evaluate
-from service.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 from training.evaluate import evaluate, evaluate_bundle
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from onnx import numpy_helper
 
-from service.tokenizer import Tokenizer
+from core.tokenizer import Tokenizer
 from tests.conftest import tiny_config
 from training import checkpoint
 from training.config import Config, ModelConfig

@@ -16,9 +16,9 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from service.engine import Engine
-from service.tokenizer import Tokenizer
-from service.translation import DecodeOptions
+from core.tokenizer import Tokenizer
+from core.translation import DecodeOptions
+from inference.engine import Engine
 from tests.synthetic import make_pairs
 from training.checkpoint import load, load_model, load_tokenizer, read_vocab_files, save
 from training.config import Config, ModelConfig

@@ -28,7 +28,7 @@ class DecodeOptions:
     n_best: int = 1
     return_attention: bool = False
     no_repeat_ngram_size: int = 0
-    """Forbid repeating any n-gram of target pieces within a hypothesis (0: off); see service/beam_search.py."""
+    """Forbid repeating any n-gram of target pieces within a hypothesis (0: off); see inference/beam_search.py."""
 
     def max_steps(self, source_len: int, model_max: int) -> int:
         """Number of pieces a hypothesis may reach for a source of ``source_len`` pieces."""

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.engine import Engine, EngineError, gpu_present
-from service.translation import DecodeOptions
+from core.translation import DecodeOptions
+from inference.engine import Engine, EngineError, gpu_present
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,38 @@
-"""service.beam_search against a scripted stepper: done sentences leave the batch, rules hold."""
+"""inference.beam_search against a scripted stepper: done sentences leave the batch, rules hold."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from service.beam_search import search
+from inference.beam_search import BeamSearch, Finished, SearchOptions
+from inference.beam_search import search as run_search
 
 PAD, UNK, BOS, EOS, A = range(5)
+
+
+def search(
+    stepper,  # type: ignore[no-untyped-def]
+    source_lengths: list[int],
+    max_lens: list[int],
+    *,
+    vocab_size: int,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int,
+    length_penalty: float,
+    n_best: int,
+    with_attention: bool = False,
+    early_stop: bool = True,
+    no_repeat_ngram: int = 0,
+) -> list[list[Finished]]:
+    """All sentences admitted at once with the same options but their own max length."""
+    options = [
+        SearchOptions(beam_size, length_penalty, n_best, max_len, no_repeat_ngram, with_attention, early_stop)
+        for max_len in max_lens
+    ]
+    sources = [[A] * n for n in source_lengths]
+    return run_search(stepper, sources, options, vocab_size=vocab_size, bos_id=bos_id, eos_id=eos_id)
 
 
 class ScriptedStepper:
@@ -15,13 +40,16 @@ class ScriptedStepper:
 
     def __init__(self, table: list[list[float]]):
         self.table = np.log(np.array(table, dtype=np.float64))
-        self.sentences = np.arange(len(table))
+        self.sentences = np.arange(0)
         self.shapes: list[tuple[int, int]] = []
         self.kept: list[list[int]] = []
 
-    def step(self, tokens: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
+    def admit(self, sources: list[list[int]]) -> None:
+        self.sentences = np.concatenate([self.sentences, np.arange(len(sources)) + len(self.sentences)])
+
+    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
         batch, hyps = tokens.shape
-        assert reorder.shape == (batch * hyps,)
+        assert reorder.shape == (batch * hyps,) and positions.shape == (batch,)
         self.shapes.append((batch, hyps))
         logp = self.table[self.sentences]
         ids = np.argsort(-logp, axis=1, kind="stable")[:, :k]
@@ -57,7 +85,7 @@ def test_done_sentences_leave_the_batch() -> None:
         eos_id=EOS,
         with_attention=True,
     )
-    assert stepper.kept == [[1]]
+    assert stepper.kept == [[1], []]  # the second leaves at max_len; the empty set resets the stepper
     assert stepper.shapes == [(2, 1), (2, 2), (1, 2), (1, 2)]
     first, second = out
     assert first[0].tokens == [EOS] and first[0].score == pytest.approx(np.log(0.6))
@@ -80,14 +108,27 @@ class TreeStepper:
     """Next-token log-probabilities drawn at random per prefix (seeded by the prefix), so each hypothesis
     sees its own distribution; tracks prefixes through ``reorder`` exactly as the cache rows move."""
 
-    def __init__(self, sentences: int, vocab: int, seed: int, eos_bias: float):
-        self.rows: list[tuple[int, ...]] = [(seed, s) for s in range(sentences)]
+    def __init__(self, sentences: int, vocab: int, seed: int, eos_bias: float, ids: list[int] | None = None):
+        self.ids = list(range(sentences)) if ids is None else ids  # sentence identities, in admission order
+        self.seed, self.running, self.admitted = seed, [], 0  # type: ignore[var-annotated]
+        self.rows: list[tuple[int, ...]] = []
         self.vocab, self.eos_bias = vocab, eos_bias
         self.steps = 0
+        self.max_batch = 0
 
-    def step(self, tokens: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
+    def admit(self, sources: list[list[int]]) -> None:
+        self.running += self.ids[self.admitted : self.admitted + len(sources)]
+        self.admitted += len(sources)
+
+    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
         batch, hyps = tokens.shape
-        self.rows = [(*self.rows[r], int(t)) for r, t in zip(reorder, tokens.reshape(-1), strict=True)]
+        self.max_batch = max(self.max_batch, batch)
+        # A sentence at position 0 starts its own prefix; the others continue the cache row ``reorder`` names.
+        starts = [(self.seed, self.running[r // hyps]) for r in range(batch * hyps)]
+        self.rows = [
+            (*(starts[i] if positions[i // hyps] == 0 else self.rows[r]), int(t))
+            for i, (r, t) in enumerate(zip(reorder, tokens.reshape(-1), strict=True))
+        ]
         self.steps += batch  # sentence-steps: a sentence that leaves early saves its remaining ones
         logits = np.stack([np.random.default_rng(abs(hash(row))).normal(0, 2, self.vocab) for row in self.rows])
         logits[:, [PAD, BOS]] = -np.inf
@@ -98,7 +139,7 @@ class TreeStepper:
         return top.reshape(batch, hyps, k), ids.reshape(batch, hyps, k), np.zeros((batch, hyps, 3), np.float32)
 
     def keep(self, sentences: np.ndarray) -> None:
-        pass  # rows of finished sentences are simply never named by reorder again
+        self.running = [self.running[i] for i in sentences]  # cache rows stay: reorder names the live ones
 
 
 @pytest.mark.parametrize("length_penalty", [0.0, 0.6, 1.0, 2.0])
@@ -220,3 +261,59 @@ def test_no_repeat_ngram_equals_brute_force_on_full_distributions(n: int, beam: 
             assert not any(_repeats(h.tokens, n) for h in got)
             changed += [h.tokens for h in got] != [h.tokens for h in outputs[0][s]]
     assert changed > 0, "the random trees should repeat n-grams without the guard"
+
+
+def _alone(seed: int, sentence: int, options: SearchOptions, vocab: int, eos_bias: float) -> list[Finished]:
+    [out] = run_search(
+        TreeStepper(1, vocab, seed, eos_bias, ids=[sentence]),
+        [[A] * 3],
+        options,
+        vocab_size=vocab,
+        bos_id=BOS,
+        eos_id=EOS,
+    )
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(seed: int) -> None:
+    """Random arrivals, mixed options and cancellations in one running set: every sentence that finishes gets
+    exactly what it gets alone, every admitted one is either answered once or was dropped, none twice."""
+    rng = np.random.default_rng(seed)
+    vocab, eos_bias, count = 11, [-1.0, 1.0][seed % 2], 14
+    options = [
+        SearchOptions(
+            beam_size=int(rng.integers(1, 5)),
+            length_penalty=float(rng.choice([0.6, 1.0, 1.4])),
+            n_best=1 + int(rng.integers(0, 2)),
+            max_len=int(rng.integers(3, 14)),
+            no_repeat_ngram=int(rng.choice([0, 2, 3])),
+        )
+        for _ in range(count)
+    ]
+    options = [
+        o if o.n_best <= o.beam_size else SearchOptions(o.beam_size, o.length_penalty, 1, o.max_len) for o in options
+    ]
+    stepper = TreeStepper(0, vocab, seed, eos_bias, ids=list(range(count)))
+    beams = BeamSearch(stepper, vocab_size=vocab, bos_id=BOS, eos_id=EOS)
+    results: dict[object, list[Finished]] = {}
+    dropped: set[int] = set()
+    arrived = 0
+    while arrived < count or beams:
+        if arrived < count and rng.random() < 0.5:
+            n = min(int(rng.integers(1, 4)), count - arrived)
+            beams.admit((i, [A] * 3, options[i]) for i in range(arrived, arrived + n))
+            arrived += n
+        if beams and rng.random() < 0.1:
+            victim = int(rng.choice(beams.keys))  # type: ignore[arg-type]
+            assert beams.drop([victim]) == [victim]
+            dropped.add(victim)
+        for key, out in beams.step():
+            assert key not in results, f"sentence {key} answered twice"
+            results[key] = out
+    assert set(results) | dropped == set(range(count)) and not set(results) & dropped
+    assert stepper.max_batch > 1
+    for key, out in results.items():
+        expected = _alone(seed, int(key), options[int(key)], vocab, eos_bias)  # type: ignore[call-overload]
+        assert [h.tokens for h in out] == [h.tokens for h in expected], key
+        assert [h.score for h in out] == [h.score for h in expected], key

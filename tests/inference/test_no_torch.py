@@ -1,4 +1,5 @@
-"""service/ never imports torch: its image has none."""
+"""core/, inference/ and service/ never import torch: the serving image has none. core/ and inference/
+import no HTTP server either, and core/ not the inference layer."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_no_module_under_service_imports_torch() -> None:
+FORBIDDEN = {
+    "core": ("torch", "training", "inference", "service", "onnxruntime"),
+    "inference": ("torch", "training", "service"),
+    "service": ("torch", "training"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_serving_packages_import_no_torch_and_nothing_above_them(package: str) -> None:
     offenders = []
-    for path in sorted((ROOT / "service").rglob("*.py")):
+    for path in sorted((ROOT / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             names = []
             if isinstance(node, ast.Import):
@@ -22,7 +33,7 @@ def test_no_module_under_service_imports_torch() -> None:
             offenders += [
                 f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)} imports {n}"
                 for n in names
-                if n.split(".")[0] in ("torch", "training")
+                if n.split(".")[0] in FORBIDDEN[package]
             ]
     assert not offenders, offenders
 
@@ -31,8 +42,8 @@ def test_engine_translates_with_torch_blocked(tiny_bundle: Path) -> None:
     script = f"""
 import sys
 sys.modules["torch"] = None  # any `import torch` now raises ImportError
-from service.engine import Engine
-from service.translation import DecodeOptions
+from inference.engine import Engine
+from core.translation import DecodeOptions
 engine = Engine.load({str(tiny_bundle)!r}, provider="cpu", threads=1)
 [t] = engine.translate(["red blue"], DecodeOptions(beam_size=2, return_attention=True))
 assert t.best.text, t

@@ -13,8 +13,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from service.engine import Engine, gpu_present
-from service.translation import DecodeOptions, Translation
+from core.translation import DecodeOptions, Translation
+from inference.engine import Engine, gpu_present
 from tests.synthetic import make_pairs
 
 pytestmark = pytest.mark.skipif(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.tokenizer import WORD_START, Tokenizer
-from service.translation import WordAlignment
+from core.tokenizer import WORD_START, Tokenizer
+from core.translation import WordAlignment
 
 
 def piece_attention(rows: list[np.ndarray], target_len: int, source_len: int) -> np.ndarray:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from service.engine import Engine
-from service.translation import DecodeOptions, Translation
+from core.translation import DecodeOptions, Translation
+from inference.engine import DeviceState, Engine
 from tests.synthetic import make_pairs
 from training.checkpoint import load_model
 from training.decode import Output, attention_map, beam_search, greedy, strip_eos
@@ -171,3 +171,68 @@ def test_no_repeat_ngram_equals_reference(
     ref_greedy = greedy(model, sources, [_max_len(greedy_options, s, model) for s in sources], no_repeat_ngram=n)
     for translation, ref_one in zip(engine.translate_ids(sources, greedy_options), ref_greedy, strict=True):
         _assert_same(translation, [ref_one], engine.eos_id)
+
+
+MIXED = [
+    BEAM,
+    DecodeOptions(beam_size=1),
+    DecodeOptions(beam_size=3, n_best=2, length_penalty=1.4, no_repeat_ngram_size=2),
+    DecodeOptions(beam_size=2, max_length=4, return_attention=True),
+]
+
+
+def _reference(model: Transformer, source: list[int], options: DecodeOptions) -> list[Output]:
+    max_len = _max_len(options, source, model)
+    if options.beam_size == 1:
+        return greedy(model, [source], [max_len], options.length_penalty, options.no_repeat_ngram_size)
+    return beam_search(
+        model,
+        source,
+        options.beam_size,
+        max_len,
+        options.length_penalty,
+        options.n_best,
+        no_repeat_ngram=options.no_repeat_ngram_size,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_running_set_admits_between_steps_like_the_reference(
+    engine: Engine, model: Transformer, sources: list[list[int]], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sentences join a running set at random steps, each with its own options, some are dropped: every
+    answered one equals the PyTorch reference decoding it alone, token for token; none is lost or doubled."""
+    graphs: list[str] = []
+    run = DeviceState._run
+
+    def counted(self: DeviceState, role: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        graphs.append(role)
+        return run(self, role, *args, **kwargs)
+
+    monkeypatch.setattr(DeviceState, "_run", counted)
+    rng = np.random.default_rng(seed)
+    order = [int(i) for i in rng.permutation(len(sources) * 2)]  # every source twice, as different requests
+    jobs = [(key, sources[key % len(sources)], MIXED[int(rng.integers(len(MIXED)))]) for key in order]
+    options_of = {key: options for key, _, options in jobs}
+    running = engine.running_set()
+    results: dict[object, Translation] = {}
+    dropped: set[object] = set()
+    widest = 0
+    while jobs or running:
+        if jobs and (not running or rng.random() < 0.4):
+            take = int(rng.integers(1, 4))
+            running.admit(jobs[:take])
+            jobs = jobs[take:]
+        if running.search.keys and rng.random() < 0.05:
+            victim = running.search.keys[0]
+            running.drop([victim])
+            dropped.add(victim)
+        for key, translation in running.step():
+            assert key not in results and key not in dropped
+            results[key] = translation
+        widest = max(widest, len(running))
+    assert len(results) + len(dropped) == len(sources) * 2 and widest > 1
+    assert {"merge", "select", "trim"} <= set(graphs), "the state graphs should all have run"
+    for key, translation in results.items():
+        source = sources[int(key) % len(sources)]  # type: ignore[call-overload]
+        _assert_same(translation, _reference(model, source, options_of[key]), engine.eos_id)

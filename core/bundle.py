@@ -12,24 +12,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.graphs import GRAPHS
+
 MANIFEST_FILE = "manifest.json"
 FORMAT = "transformer-nmt-bundle"
-FORMAT_VERSION = 3
-SUPPORTED_FORMAT_VERSIONS = (3,)
+FORMAT_VERSION = 4
+SUPPORTED_FORMAT_VERSIONS = (4,)
 """1: one stacked (layers, ...) self-attention cache tensor; 2: one cache tensor per layer; 3: also one
-cross-attention K/V tensor per layer, 2-D projections fused with their bias (each step faster)."""
+cross-attention K/V tensor per layer, 2-D projections fused with their bias (each step faster); 4: one decoder
+position per sentence (sentences admitted between steps share the running set) and the merge and trim graphs.
+A bundle of an earlier format is upgraded with `python -m training import-bundle` then `export`
+(docs/bundle.md)."""
 
-ENCODER_FILE = "encoder.onnx"
-DECODER_FILE = "decoder.onnx"
-SELECT_FILE = "select.onnx"
-GRAPHS = ("encoder", "decoder", "select")
-
-
-def cache_names(prefix: str, layers: int) -> list[str]:
-    """Per-layer key/value tensors: ``prefix`` "past" (decoder inputs) or "present" (decoder outputs), each
-    (rows, heads, steps, d_head), or "cross" (encoder outputs, decoder inputs), each (batch, heads, src_len,
-    d_head) -> [prefix_k_0, prefix_v_0, prefix_k_1, prefix_v_1, ...]."""
-    return [f"{prefix}_{kv}_{i}" for i in range(layers) for kv in ("k", "v")]
+GRAPH_FILES = {role: f"{role}.onnx" for role in GRAPHS}
+ENCODER_FILE, DECODER_FILE = GRAPH_FILES["encoder"], GRAPH_FILES["decoder"]
 
 
 # Top-level keys every manifest carries; read_manifest refuses one that lacks any of them.
@@ -136,15 +132,27 @@ def read_manifest(bundle_dir: str | Path, *, verify: bool = True) -> dict[str, A
     arch_missing = [key for key in ARCHITECTURE_KEYS if key not in manifest["architecture"]]
     if arch_missing:
         raise BundleError(f"{path}: architecture lacks {arch_missing}; re-export the bundle")
-    for role in GRAPHS:
-        graph = manifest["graphs"].get(role)
-        if not isinstance(graph, dict) or "file" not in graph:
-            raise BundleError(f"{path}: graphs.{role}.file is missing; re-export the bundle")
-        if graph["file"] not in manifest["files"]:
-            raise BundleError(f"{path}: graphs.{role}.file {graph['file']!r} is not listed in files")
+    graph_sets = {"graphs": manifest["graphs"]}
+    variants = manifest.get("variants", {})
+    if not isinstance(variants, dict):
+        raise BundleError(f"{path}: variants must be an object; re-export the bundle")
+    graph_sets |= {f"variants.{name}.graphs": v.get("graphs", {}) for name, v in variants.items()}
+    for where, graphs in graph_sets.items():
+        for role in GRAPHS:
+            graph = graphs.get(role)
+            if not isinstance(graph, dict) or "file" not in graph:
+                raise BundleError(f"{path}: {where}.{role}.file is missing; re-export the bundle")
+            if graph["file"] not in manifest["files"]:
+                raise BundleError(f"{path}: {where}.{role}.file {graph['file']!r} is not listed in files")
     if verify:
         verify_files(directory, manifest)
     return manifest
+
+
+def graph_files(manifest: dict[str, Any], variant: str | None = None) -> dict[str, str]:
+    """Each graph role's file: the bundle's main graphs, or those of ``variant`` (e.g. "cuda")."""
+    graphs = manifest["graphs"] if variant is None else manifest["variants"][variant]["graphs"]
+    return {role: str(graphs[role]["file"]) for role in GRAPHS}
 
 
 def verify_files(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.bundle import BundleError, read_manifest, write_manifest
-from service.engine import Engine
+from core.bundle import BundleError, read_manifest, write_manifest
+from inference.engine import Engine
 
 
 @pytest.fixture

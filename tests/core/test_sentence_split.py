@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from service.sentences import split_sentences, supported_language, whole_text
+from core.sentences import split_sentences, supported_language, whole_text
 
 LAYOUTS = [
     "Hello world. How are you?  I'm fine!\n\nNew paragraph. Dr. Smith went to Washington D.C.",

@@ -1,0 +1,126 @@
+"""The graph I/O contract: every ONNX graph of a bundle, its tensors' names, types and shapes, in one place.
+
+``training.export_graphs`` traces and builds the graphs with these names and dynamic axes, the engine binds
+them and refuses a bundle whose graphs lack them, and the manifest records what the export wrote. Shapes are
+tuples of sizes: a string is a dynamic axis (its name), an int is fixed; ``FLOAT`` is the bundle's float type
+(float32, or float16 for fp16 bundles). docs/bundle.md describes each graph.
+
+The decoder step takes one position per sentence, so sentences that started at different steps share one
+call (continuous batching): the self-attention cache is right-aligned, a sentence at position ``p``
+owning the last ``p`` of its ``T`` columns, and the graph masks the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FLOAT = "float"
+"""The bundle's float type: float32, or float16 in fp16 bundles."""
+
+GRAPHS = ("encoder", "decoder", "select", "merge", "trim")
+"""encoder: sources -> per-sentence memory; decoder: one step of every hypothesis; select: keep some
+sentences' memory; merge: append new sentences' memory to the running set's; trim: drop the cache columns
+and source positions no running sentence still reads."""
+
+
+def cache_names(prefix: str, layers: int) -> list[str]:
+    """Per-layer key/value tensors: ``prefix`` "past" (decoder inputs) or "present" (decoder outputs), each
+    (rows, heads, steps, d_head), or "cross" (encoder outputs, decoder inputs), each (batch, heads, src_len,
+    d_head) -> [prefix_k_0, prefix_v_0, prefix_k_1, prefix_v_1, ...]."""
+    return [f"{prefix}_{kv}_{i}" for i in range(layers) for kv in ("k", "v")]
+
+
+def memory_names(layers: int) -> list[str]:
+    """What the encoder leaves per sentence for the decoder: the padding mask, then cross K/V per layer."""
+    return ["src_mask", *cache_names("cross", layers)]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str
+    """int64, bool or FLOAT"""
+    shape: tuple[str | int, ...]
+
+    @property
+    def dynamic_axes(self) -> dict[int, str]:
+        return {axis: size for axis, size in enumerate(self.shape) if isinstance(size, str)}
+
+    @property
+    def source_axis(self) -> int:
+        """The axis of source positions in a memory tensor."""
+        return self.shape.index("src_len")
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    role: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.outputs]
+
+    @property
+    def dynamic_axes(self) -> dict[str, dict[int, str]]:
+        return {t.name: t.dynamic_axes for t in (*self.inputs, *self.outputs) if t.dynamic_axes}
+
+
+def _memory(layers: int, heads: int | str, d_head: int | str, batch: str = "batch") -> list[TensorSpec]:
+    cross = [TensorSpec(n, FLOAT, (batch, heads, "src_len", d_head)) for n in cache_names("cross", layers)]
+    return [TensorSpec("src_mask", "bool", (batch, "src_len")), *cross]
+
+
+def _renamed(specs: list[TensorSpec], prefix: str, batch: str) -> list[TensorSpec]:
+    return [TensorSpec(prefix + t.name, t.dtype, (batch, *t.shape[1:])) for t in specs]
+
+
+def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int | str = "d_head") -> GraphSpec:
+    """The inputs and outputs of a bundle's ``role`` graph for a decoder of ``layers`` layers."""
+    memory = _memory(layers, heads, d_head)
+    if role == "encoder":
+        return GraphSpec(role, (TensorSpec("src_ids", "int64", ("batch", "src_len")),), tuple(memory))
+    if role == "decoder":
+        past = [TensorSpec(n, FLOAT, ("past_rows", heads, "step", d_head)) for n in cache_names("past", layers)]
+        present = [TensorSpec(n, FLOAT, ("rows", heads, "step_plus_1", d_head)) for n in cache_names("present", layers)]
+        fixed_in = [
+            TensorSpec("tokens", "int64", ("batch", "hyps")),
+            TensorSpec("positions", "int64", ("batch",)),
+            TensorSpec("reorder", "int64", ("rows",)),
+            TensorSpec("k", "int64", ()),
+        ]
+        fixed_out = [
+            TensorSpec("topk_logprobs", "float32", ("batch", "hyps", "k")),
+            TensorSpec("topk_ids", "int64", ("batch", "hyps", "k")),
+            TensorSpec("attention", "float32", ("batch", "hyps", "src_len")),
+        ]
+        return GraphSpec(role, (*fixed_in, *memory, *past), (*fixed_out, *present))
+    if role == "select":
+        kept = [TensorSpec("kept_" + t.name, t.dtype, ("kept", *t.shape[1:])) for t in memory]
+        return GraphSpec(role, (*memory, TensorSpec("keep", "int64", ("kept",))), tuple(kept))
+    if role == "merge":
+        new = _renamed(memory, "new_", "new_batch")
+        merged = [
+            TensorSpec(
+                "merged_" + t.name,
+                t.dtype,
+                tuple("merged_" + str(s) if s in ("batch", "src_len") else s for s in t.shape),
+            )
+            for t in memory
+        ]
+        return GraphSpec(role, (*memory, *new), tuple(merged))
+    if role == "trim":
+        past = [TensorSpec(n, FLOAT, ("rows", heads, "step", d_head)) for n in cache_names("past", layers)]
+        cut = [TensorSpec("start", "int64", ()), TensorSpec("src_len", "int64", ())]
+        trimmed = [
+            TensorSpec("trimmed_" + t.name, t.dtype, tuple("kept_src_len" if s == "src_len" else s for s in t.shape))
+            for t in memory
+        ]
+        trimmed += [TensorSpec("trimmed_" + t.name, FLOAT, ("rows", heads, "kept_steps", d_head)) for t in past]
+        return GraphSpec(role, (*memory, *past, *cut), tuple(trimmed))
+    raise ValueError(f"unknown graph role {role!r}: a bundle holds {', '.join(GRAPHS)}")

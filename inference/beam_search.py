@@ -1,0 +1,285 @@
+"""Beam search over a running set of sentences, step by step, numpy only; the model behind a ``Stepper``.
+
+The search rules are those of the PyTorch reference decoder (training/decode.py, module docstring), so
+both produce the same hypotheses token for token:
+
+* every alive hypothesis proposes its ``k = min(2 * beam, V)`` best next tokens; proposals are ranked by
+  score (sum of log-probabilities, float64), ties keeping hypothesis order, then token rank;
+* walking down that ranking, an EOS finishes a hypothesis (score / len ** length_penalty, len counting
+  EOS) and any other token extends one, until ``beam`` hypotheses are alive;
+* hypotheses reaching the sentence's ``max_len`` tokens are finished as they are;
+* a sentence is done when it holds ``beam`` finished hypotheses or none alive; it then leaves the set.
+
+With ``no_repeat_ngram`` n > 0 a hypothesis may not repeat an n-gram of pieces: a token that would end an
+n-gram it already holds gets log-probability -inf (no renormalisation), EOS excepted; the proposals are
+then its ``k`` best allowed tokens. The graph returns only a top-k, so each step asks it for ``k`` plus the
+most tokens any hypothesis has banned: the allowed ones among those always include its ``k`` best, and the
+walk never needs more than ``beam + 1`` of them, so the result is exactly that of the rules on the full
+distribution (``tests/inference/test_beam_search_unit.py`` checks it against a brute-force search). The same
+argument lets sentences with different beam sizes share one step: the graph's ``k`` is that of the widest.
+
+One more exit, which changes no output: a sentence also leaves as soon as its ``n_best`` best finished
+hypotheses provably beat everything its alive ones can still become (``early_stop``). Log-probabilities are
+at most 0, so a hypothesis with score ``s`` after ``t`` tokens can at best finish at
+``s / L ** length_penalty`` for some length ``L`` in ``[t + 1, max_len]``: the larger of the two ends. When
+the worst of the ``n_best`` best finished scores is strictly above that bound for every alive hypothesis,
+nothing the rules above would still find can enter the top ``n_best``.
+
+**The running set.** Sentences enter (:meth:`BeamSearch.admit`) and leave (done, or :meth:`BeamSearch.drop`)
+between two steps, each with its own options; a sentence's hypotheses only ever see their own sentence, so
+its result does not depend on what else shares the set (``tests/inference`` checks it token for token). The
+set is a grid of ``[sentences, hyps]``: ``hyps`` is the most alive hypotheses of any sentence (1 for a set of
+new sentences, ``beam`` after); a sentence with fewer fills its rows with copies scored -inf, which are
+ignored. Each sentence carries its own position (tokens generated so far), which is how the graph knows
+which of the cached keys are its own. Beam 1 is greedy search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class Stepper(Protocol):
+    """The model side of a running set: encoder outputs per sentence and the self-attention cache."""
+
+    def admit(self, sources: list[list[int]]) -> None:
+        """Encode these sources (ids without EOS) and append them to the set, after the current sentences."""
+        ...
+
+    def step(
+        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """tokens (B, H) int64, positions (B,) int64 tokens each sentence generated so far, reorder (B*H,)
+        int64 rows of the previous step's cache (any row for a sentence at position 0) ->
+        top-k log-probs (B, H, k) float32, top-k ids (B, H, k) int64, cross-attention (B, H, S) float32."""
+        ...
+
+    def keep(self, sentences: np.ndarray) -> None:
+        """Keep only these sentences (indices into the current set, in order) for the following steps."""
+        ...
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How one sentence is searched; sentences with different options share a running set."""
+
+    beam_size: int = 4
+    length_penalty: float = 1.0
+    n_best: int = 1
+    max_len: int = 256
+    """Cap on a hypothesis' tokens, EOS included."""
+    no_repeat_ngram: int = 0
+    with_attention: bool = False
+    early_stop: bool = True
+
+    def check(self) -> None:
+        if self.beam_size < 1 or self.n_best < 1:
+            raise ValueError(f"beam_size={self.beam_size} and n_best={self.n_best} must both be at least 1")
+        if self.no_repeat_ngram < 0:
+            raise ValueError(f"no_repeat_ngram={self.no_repeat_ngram} must be 0 (off) or more")
+        if self.max_len < 1:
+            raise ValueError(f"max_len={self.max_len} must be at least 1")
+
+
+@dataclass
+class Finished:
+    tokens: list[int]
+    """Generated ids, EOS included when the hypothesis ended with it."""
+    score: float
+    """sum(token_logprobs) / len(tokens) ** length_penalty"""
+    token_logprobs: list[float]
+    attention: list[np.ndarray] = field(default_factory=list)
+    """One cross-attention row per generated token over the source pieces + EOS (when asked for)."""
+
+
+@dataclass
+class _Alive:
+    tokens: list[int]
+    score: float
+    token_logprobs: list[float]
+    attention: list[np.ndarray]
+    row: int  # the cache row holding this hypothesis' past, in the last step's output
+
+
+@dataclass
+class _Sentence:
+    key: Hashable
+    source_len: int
+    options: SearchOptions
+    alive: list[_Alive]
+    finished: list[Finished] = field(default_factory=list)
+    position: int = 0
+
+    def result(self) -> list[Finished]:
+        self.finished.sort(key=lambda o: -o.score)
+        return self.finished[: self.options.n_best]
+
+
+class BeamSearch:
+    """A running set of sentences: admit between steps, one :meth:`step` for all, results as they finish."""
+
+    def __init__(self, stepper: Stepper, *, vocab_size: int, bos_id: int, eos_id: int):
+        self.stepper = stepper
+        self.vocab_size, self.bos_id, self.eos_id = vocab_size, bos_id, eos_id
+        self._running: list[_Sentence] = []  # in the stepper's order
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    @property
+    def keys(self) -> list[Hashable]:
+        return [s.key for s in self._running]
+
+    @property
+    def rows(self) -> int:
+        """Hypothesis rows the next step will run (sentences x widest alive beam)."""
+        return len(self._running) * max((len(s.alive) for s in self._running), default=0)
+
+    def admit(self, entries: Iterable[tuple[Hashable, list[int], SearchOptions]]) -> None:
+        """Add sentences (key, source ids without EOS, options); they take their first step with the next."""
+        entries = list(entries)
+        for _, _, options in entries:
+            options.check()
+        if not entries:
+            return
+        self.stepper.admit([list(ids) for _, ids, _ in entries])
+        for key, ids, options in entries:
+            self._running.append(_Sentence(key, len(ids), options, [_Alive([], 0.0, [], [], row=0)]))
+
+    def drop(self, keys: Iterable[Hashable]) -> list[Hashable]:
+        """Remove these sentences from the set (e.g. their client left); returns the keys found."""
+        gone = set(keys)
+        kept = [b for b, s in enumerate(self._running) if s.key not in gone]
+        dropped = [s.key for s in self._running if s.key in gone]
+        if dropped:
+            self._keep(kept)
+        return dropped
+
+    def step(self) -> list[tuple[Hashable, list[Finished]]]:
+        """One decoder step for every running sentence; returns the sentences done after it, with their
+        ``n_best`` best finished hypotheses, best first."""
+        running = self._running
+        if not running:
+            return []
+        hyps = max(len(s.alive) for s in running)
+        token_rows, score_rows, reorder_list = [], [], []
+        for s in running:
+            alive = s.alive
+            pad = hyps - len(alive)  # padding rows repeat the sentence's last hypothesis, scored -inf
+            token_rows.append([hyp.tokens[-1] if hyp.tokens else self.bos_id for hyp in alive] + [self.bos_id] * pad)
+            score_rows.append([hyp.score for hyp in alive] + [-np.inf] * pad)
+            reorder_list += [hyp.row for hyp in alive] + [alive[-1].row] * pad
+        banned = [
+            [banned_tokens(h.tokens, s.options.no_repeat_ngram) for h in s.alive] if s.options.no_repeat_ngram else None
+            for s in running
+        ]
+        extra = max((len(b) for rows in banned if rows for b in rows), default=0)
+        k = min(2 * max(s.options.beam_size for s in running) + extra, self.vocab_size)
+        positions = np.array([s.position for s in running], dtype=np.int64)
+        top_lp, top_ids, attention = self.stepper.step(
+            np.array(token_rows, dtype=np.int64), positions, np.array(reorder_list, dtype=np.int64), k
+        )
+        width = top_ids.shape[2]
+        candidates = np.array(score_rows, dtype=np.float64)[:, :, None] + top_lp.astype(np.float64)
+        # Stable sort on the negated score = the reference's sort: ties keep (hypothesis, rank) order.
+        ranking = np.argsort(-candidates.reshape(len(running), -1), axis=1, kind="stable")
+        # Python lists once per step: indexing numpy arrays element by element costs more than the search
+        ranked, ids_l, lp_l, scores_l = ranking.tolist(), top_ids.tolist(), top_lp.tolist(), candidates.tolist()
+        still: list[int] = []
+        done: list[tuple[Hashable, list[Finished]]] = []
+        for b, s in enumerate(running):
+            opts, parents, ban = s.options, s.alive, banned[b]
+            grown: list[_Alive] = []
+            for flat in ranked[b]:
+                i, r = divmod(flat, width)
+                if i >= len(parents):
+                    break  # padding rows score -inf and sort last: the real proposals are used up
+                parent = parents[i]
+                token = ids_l[b][i][r]
+                if ban is not None and token in ban[i]:
+                    continue
+                lps = [*parent.token_logprobs, lp_l[b][i][r]]
+                rows = (
+                    [*parent.attention, attention[b, i, : s.source_len + 1]]
+                    if opts.with_attention
+                    else parent.attention
+                )
+                score = scores_l[b][i][r]
+                if token == self.eos_id:
+                    s.finished.append(self._finished([*parent.tokens, token], score, lps, rows, opts))
+                else:
+                    grown.append(_Alive([*parent.tokens, token], score, lps, rows, row=b * hyps + i))
+                    if len(grown) == opts.beam_size:
+                        break
+            s.position += 1
+            if s.position >= opts.max_len:
+                s.finished += [self._finished(h.tokens, h.score, h.token_logprobs, h.attention, opts) for h in grown]
+                grown = []
+            s.alive = grown
+            if (
+                grown
+                and len(s.finished) < opts.beam_size
+                and not (opts.early_stop and _settled(s.finished, grown, opts))
+            ):
+                still.append(b)
+            else:
+                done.append((s.key, s.result()))
+        if len(still) < len(running):
+            self._keep(still)
+        return done
+
+    def _keep(self, kept: list[int]) -> None:
+        self._running = [self._running[b] for b in kept]
+        self.stepper.keep(np.array(kept, dtype=np.int64))
+
+    @staticmethod
+    def _finished(
+        tokens: list[int], score: float, lps: list[float], rows: list[np.ndarray], opts: SearchOptions
+    ) -> Finished:
+        return Finished(tokens, score / max(1, len(tokens)) ** opts.length_penalty, lps, rows)
+
+
+def search(
+    stepper: Stepper,
+    sources: list[list[int]],
+    options: SearchOptions | list[SearchOptions],
+    *,
+    vocab_size: int,
+    bos_id: int,
+    eos_id: int,
+) -> list[list[Finished]]:
+    """Decode ``sources`` together to the end: the ``n_best`` best finished hypotheses of each, best first."""
+    per_sentence = options if isinstance(options, list) else [options] * len(sources)
+    beams = BeamSearch(stepper, vocab_size=vocab_size, bos_id=bos_id, eos_id=eos_id)
+    beams.admit(zip(range(len(sources)), sources, per_sentence, strict=True))
+    results: dict[Hashable, list[Finished]] = {}
+    while beams:
+        results.update(beams.step())
+    return [results[i] for i in range(len(sources))]
+
+
+def banned_tokens(tokens: list[int], n: int) -> set[int]:
+    """Tokens that would complete an n-gram ``tokens`` already holds (EOS is never among ``tokens``)."""
+    if n < 1 or len(tokens) < n - 1:
+        return set()
+    if n == 1:
+        return set(tokens)
+    tail = tokens[len(tokens) - n + 1 :]
+    first = tail[0]
+    return {
+        tokens[j + n - 1] for j in range(len(tokens) - n + 1) if tokens[j] == first and tokens[j : j + n - 1] == tail
+    }
+
+
+def _settled(finished: list[Finished], alive: list[_Alive], opts: SearchOptions) -> bool:
+    """The ``n_best`` best finished hypotheses beat the best score any alive one can still reach."""
+    if len(finished) < opts.n_best:
+        return False
+    lp, max_len = opts.length_penalty, max(opts.max_len, 1)
+    worst_kept = sorted((f.score for f in finished), reverse=True)[opts.n_best - 1]
+    reachable = max(max(h.score / (len(h.tokens) + 1) ** lp, h.score / max_len**lp) for h in alive)
+    return worst_kept > reachable

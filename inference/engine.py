@@ -1,0 +1,504 @@
+"""The translation engine: a verified bundle, its ONNX Runtime sessions, and a running set to decode with.
+
+A :class:`RunningSet` is what a scheduler drives: :meth:`~RunningSet.admit` new sentences (each with its own
+decode options) between steps, :meth:`~RunningSet.step` every running sentence by one token, get back the
+sentences that finished, :meth:`~RunningSet.drop` those nobody waits for. :meth:`Engine.translate` is a loop
+over one. Tensors that stay on the device between steps (the encoder's memory of every running sentence and
+the self-attention cache) are ``OrtValue``s passed through IO binding, on the CPU provider as on CUDA, so both
+run the same code. Per step only the tokens, positions, cache reorder and ``k`` go in and ``batch x hyps x k``
+top-k log-probs and ids plus one attention row per hypothesis come out. The small state graphs (select, merge,
+trim; core/graphs.py) reshape the device state when sentences leave or join.
+
+Input handling, documented in docs/bundle.md: an empty source gets one empty hypothesis without a model
+call; a source longer than ``max_source_pieces`` is cut and flagged ``truncated_source``; characters the
+vocabulary lacks become the unk id (``Translation.source_pieces`` keeps the original piece, and an unk the
+model generates is rendered as sentencepiece renders it, " ⁇ ").
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Hashable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from onnxruntime.capi import _pybind_state as _C
+
+from core.bundle import BundleError, graph_files, read_manifest
+from core.graphs import GRAPHS, cache_names, graph_spec, memory_names
+from core.tokenizer import Tokenizer, TokenizerError
+from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
+from inference.alignment import piece_attention, word_alignment
+from inference.beam_search import BeamSearch, Finished, SearchOptions
+
+log = logging.getLogger(__name__)
+
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+}
+
+_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+class EngineError(RuntimeError):
+    """The engine cannot run as asked (e.g. CUDA requested where there is none)."""
+
+
+def gpu_present() -> bool:
+    """An NVIDIA GPU is visible to this process (checked without loading CUDA)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return Path("/dev/nvidia0").exists() or (gpus.is_dir() and any(gpus.iterdir()))
+
+
+def choose_providers(requested: str) -> list[str]:
+    """Execution providers for ``auto``, ``cpu`` or ``cuda`` (or an onnxruntime provider name).
+
+    CUDA is only asked for when onnxruntime was built with it *and* a GPU is there: asking without one
+    makes onnxruntime log errors before it falls back to the CPU.
+    """
+    name = PROVIDERS.get(requested.lower(), requested)
+    cuda_usable = "CUDAExecutionProvider" in ort.get_available_providers() and gpu_present()
+    if requested.lower() == "auto":
+        name = "CUDAExecutionProvider" if cuda_usable else "CPUExecutionProvider"
+    if name == "CUDAExecutionProvider":
+        if not cuda_usable:
+            raise EngineError(
+                f"provider={requested!r}: no usable CUDA (onnxruntime providers: "
+                f"{ort.get_available_providers()}, GPU visible: {gpu_present()}); use 'cpu' or 'auto'"
+            )
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    if name != "CPUExecutionProvider":
+        raise EngineError(f"provider={requested!r} is not supported: use 'auto', 'cpu' or 'cuda'")
+    return ["CPUExecutionProvider"]
+
+
+def choose_graphs(manifest: dict[str, Any], requested: str, provider: str) -> str | None:
+    """The graph variant to load (None: the main graphs) for ``auto``, ``main`` or a variant's name."""
+    variants = manifest.get("variants", {})
+    if requested == "auto":
+        wanted = [name for name, v in variants.items() if v.get("provider") == provider]
+        return wanted[0] if wanted else None
+    if requested == "main":
+        return None
+    if requested not in variants:
+        raise EngineError(
+            f"graphs={requested!r}: the bundle has the main graphs and the variants {sorted(variants) or 'none'}; "
+            "use auto, main or one of them"
+        )
+    return requested
+
+
+class DeviceState:
+    """The device side of a running set (a beam_search.Stepper): every running sentence's encoder memory
+    (source mask, cross K/V) and the self-attention cache, as OrtValues that never leave the device."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.memory: list[Any] | None = None  # src_mask, cross_k_0, cross_v_0, ... (pybind OrtValues)
+        self.source_lens: list[int] = []  # per running sentence, EOS included
+        self.width = 0  # source positions in the memory
+        self.cache: list[Any] | None = None  # present_k_0, present_v_0, ... of the last step
+        self.cached = 0  # columns in the cache
+
+    def _run(self, role: str, inputs: dict[str, Any], outputs: list[str], cpu: int = 0) -> list[Any]:
+        """Run a graph with IO binding; the first ``cpu`` outputs come back to the host, the rest stay on the
+        device. Values are onnxruntime's pybind OrtValues (``.numpy()`` reads one): the public wrappers around
+        them cost ~20 µs a decoder step, 8 % of a step at batch 1 on the CPU (docs/bundle.md)."""
+        engine = self.engine
+        binding = _C.SessionIOBinding(engine.raw_sessions[role])
+        for name, value in inputs.items():
+            if isinstance(value, np.ndarray):
+                binding.bind_input(name, value)
+            else:
+                binding.bind_ortvalue_input(name, value)
+        for i, name in enumerate(outputs):
+            binding.bind_output(name, engine.cpu_device if i < cpu else engine.c_device)
+        engine.raw_sessions[role].run_with_iobinding(binding, None)
+        values = binding.get_outputs()
+        return [values[i] for i in range(len(outputs))]
+
+    def admit(self, sources: list[list[int]]) -> None:
+        engine = self.engine
+        names = engine.memory_names
+        new = self._run("encoder", {"src_ids": engine.source_batch(sources)}, names)
+        self.source_lens += [len(ids) + 1 for ids in sources]
+        self.width = max(self.width, *(len(ids) + 1 for ids in sources))
+        if self.memory is None:
+            self.memory = new
+        else:
+            inputs = {**dict(zip(names, self.memory, strict=True))}
+            inputs |= {"new_" + name: value for name, value in zip(names, new, strict=True)}
+            self.memory = self._run("merge", inputs, ["merged_" + n for n in names])
+
+    def step(
+        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        engine = self.engine
+        assert self.memory is not None, "step() before admit()"
+        if self.cache is None or self.cached == 0:
+            arch = engine.manifest["architecture"]
+            shape = [int(reorder.max()) + 1, arch["n_heads"], 0, arch["d_head"]]
+            empty = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *engine.device)._ortvalue
+            self.cache, self.cached = [empty] * len(engine.past_names), 0
+        else:
+            self._trim(int(positions.max()))
+        inputs: dict[str, Any] = {
+            "tokens": tokens,
+            "positions": positions,
+            "reorder": reorder,
+            "k": np.array(k, dtype=np.int64),
+            **dict(zip(engine.memory_names, self.memory, strict=True)),
+            **dict(zip(engine.past_names, self.cache, strict=True)),
+        }
+        outputs = ["topk_logprobs", "topk_ids", "attention", *engine.present_names]
+        top_lp, top_ids, attention, *self.cache = self._run("decoder", inputs, outputs, cpu=3)
+        self.cached += 1
+        return top_lp.numpy(), top_ids.numpy(), attention.numpy()
+
+    def _trim(self, oldest: int) -> None:
+        """Drop the cache columns before the oldest running sentence's first and the source positions past
+        the longest running source, once either is a quarter of its axis (each trim copies the state)."""
+        dead, longest = self.cached - oldest, max(self.source_lens)
+        if dead * 4 < max(1, self.cached) and (self.width - longest) * 4 < max(1, self.width):
+            return
+        assert self.cache is not None and self.memory is not None
+        memory, past = self.engine.memory_names, self.engine.past_names
+        inputs = {
+            **dict(zip(memory, self.memory, strict=True)),
+            **dict(zip(past, self.cache, strict=True)),
+            "start": np.array(dead, dtype=np.int64),
+            "src_len": np.array(longest, dtype=np.int64),
+        }
+        trimmed = self._run("trim", inputs, ["trimmed_" + n for n in (*memory, *past)])
+        self.memory, self.cache = trimmed[: len(memory)], trimmed[len(memory) :]
+        self.cached, self.width = oldest, longest
+
+    def keep(self, sentences: np.ndarray) -> None:
+        self.source_lens = [self.source_lens[i] for i in sentences.tolist()]
+        if not self.source_lens:  # the set is empty: the next admit starts afresh
+            self.memory, self.cache, self.cached, self.width = None, None, 0, 0
+            return
+        assert self.memory is not None
+        names = self.engine.memory_names
+        inputs = {**dict(zip(names, self.memory, strict=True)), "keep": sentences}
+        self.memory = self._run("select", inputs, ["kept_" + n for n in names])
+
+
+class RunningSet:
+    """Sentences translated together, step by step: admit between steps, results as sentences finish.
+
+    Keys are the caller's (any hashable, unique among the running sentences). Not thread-safe: one thread
+    drives a running set; the engine behind it may run several.
+    """
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.search = BeamSearch(
+            DeviceState(engine), vocab_size=engine.vocab_size, bos_id=engine.bos_id, eos_id=engine.eos_id
+        )
+        self._sources: dict[Hashable, tuple[list[int], list[str], bool, DecodeOptions]] = {}
+        self._ready: list[tuple[Hashable, Translation]] = []
+
+    def __len__(self) -> int:
+        """Sentences admitted and not yet returned."""
+        return len(self.search) + len(self._ready)
+
+    @property
+    def rows(self) -> int:
+        """Hypothesis rows the next step runs."""
+        return self.search.rows
+
+    def admit(self, items: Iterable[tuple[Hashable, str | list[int], DecodeOptions]]) -> None:
+        """Add sentences (key, text or source ids without EOS, options); ValueError for bad ids or options,
+        before anything is admitted."""
+        engine, entries, ready = self.engine, [], []
+        for key, source, options in items:
+            _check_options(options)
+            if key in self._sources or any(key == k for k, _ in self._ready):
+                raise ValueError(f"sentence key {key!r} is already in the running set")
+            if isinstance(source, str):
+                pieces = engine.tokenizer.source_pieces(source)
+                ids = engine.tokenizer.to_ids(pieces)
+            else:
+                ids = list(source)
+                engine.check_ids(ids, key)
+                pieces = [engine.tokenizer.id_to_piece(i) for i in ids]
+            truncated = len(ids) > engine.max_source_pieces
+            if truncated:
+                ids, pieces = ids[: engine.max_source_pieces], pieces[: engine.max_source_pieces]
+            if not ids:
+                ready.append((key, _empty(options)))
+                continue
+            self._sources[key] = (ids, pieces, truncated, options)
+            entries.append((key, ids, engine.search_options(options, len(ids))))
+        self.search.admit(entries)
+        self._ready += ready
+
+    def step(self) -> list[tuple[Hashable, Translation]]:
+        """One decoder step for every running sentence; the sentences done after it (and any empty ones
+        admitted since the last step), as Translations."""
+        done, self._ready = self._ready, []
+        for key, finished in self.search.step():
+            ids, pieces, truncated, options = self._sources.pop(key)
+            done.append((key, self.engine.translation(ids, pieces, truncated, finished, options)))
+        return done
+
+    def drop(self, keys: Iterable[Hashable]) -> None:
+        """Forget these sentences (running or done but not yet returned); unknown keys are ignored."""
+        gone = set(keys)
+        self._ready = [(k, t) for k, t in self._ready if k not in gone]
+        for key in self.search.drop(gone):
+            self._sources.pop(key, None)
+
+
+class Engine:
+    """Translates sentences with a bundle's ONNX graphs; thread-safe once loaded (one running set per caller)."""
+
+    def __init__(
+        self,
+        bundle_dir: Path,
+        manifest: dict[str, Any],
+        tokenizer: Tokenizer,
+        sessions: dict[str, ort.InferenceSession],
+    ):
+        self.bundle_dir = bundle_dir
+        self.manifest = manifest
+        self.graphs = "main"
+        """Which of the bundle's graph sets runs: "main" or a variant's name (e.g. "cuda")."""
+        self.tokenizer = tokenizer
+        self.sessions = sessions
+        self.provider: str = sessions["decoder"].get_providers()[0]
+        self.device: tuple[str, int] = ("cuda", 0) if self.provider == "CUDAExecutionProvider" else ("cpu", 0)
+        self.raw_sessions = {role: session._sess for role, session in sessions.items()}
+        self.c_device = ort.OrtDevice.make(*self.device)._get_c_device()
+        self.cpu_device = ort.OrtDevice.make("cpu", 0)._get_c_device()
+        self.max_source_pieces: int = int(manifest["max_source_pieces"])
+        self.max_positions: int = int(manifest["architecture"]["max_positions"])
+        self.vocab_size: int = int(manifest["architecture"]["vocab_size"])
+        layers = int(manifest["architecture"]["decoder_layers"])
+        self.memory_names = memory_names(layers)
+        self.past_names = cache_names("past", layers)
+        self.present_names = cache_names("present", layers)
+        past_type = next(i.type for i in sessions["decoder"].get_inputs() if i.name == self.past_names[0])
+        self.float_type = _FLOAT_TYPES[past_type]
+        specials = manifest["special_ids"]
+        self.pad_id, self.bos_id, self.eos_id = specials["pad"], specials["bos"], specials["eos"]
+
+    @classmethod
+    def load(
+        cls,
+        bundle_dir: str | Path,
+        *,
+        provider: str = "auto",
+        threads: int = 0,
+        spinning: bool = False,
+        graphs: str = "auto",
+    ) -> Engine:
+        """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
+
+        ``graphs`` picks the set: ``auto`` takes the bundle's ``cuda`` variant (fp16 or fp32 graphs) when the
+        engine runs on CUDA and the bundle has one, else the main graphs (int8 for the CPU in the shipped
+        model); ``main`` or a variant's name forces one.
+
+        ``threads`` sets onnxruntime's intra-op threads (0: its default, one per physical core).
+        ``spinning`` lets idle intra-op threads busy-wait for work: a little lower latency on a machine
+        of its own, much slower when the cores are shared (measured in docs/bundle.md).
+        """
+        bundle = Path(bundle_dir)
+        manifest = read_manifest(bundle)
+        try:
+            tokenizer = Tokenizer(bundle)
+        except TokenizerError as err:
+            raise BundleError(f"bundle {bundle}: {err}") from err
+        vocab_size = manifest["architecture"]["vocab_size"]
+        if len(tokenizer) != vocab_size:
+            raise BundleError(
+                f"bundle {bundle}: vocab.json has {len(tokenizer)} pieces but the manifest "
+                f"says vocab_size={vocab_size}; re-export the bundle"
+            )
+        providers = choose_providers(provider)
+        variant = choose_graphs(manifest, graphs, providers[0])
+        files = graph_files(manifest, variant)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(0, threads)
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if not spinning:  # idle pool threads sleep instead of spinning: see docs/bundle.md
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sessions = {}
+        for role in GRAPHS:
+            path = bundle / files[role]
+            try:
+                session = ort.InferenceSession(str(path), options, providers=providers)
+            except Exception as err:  # onnxruntime's own exception types
+                raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
+            _check_names(path, role, session, int(manifest["architecture"]["decoder_layers"]))
+            sessions[role] = session
+        engine = cls(bundle, manifest, tokenizer, sessions)
+        engine.graphs = variant or "main"
+        if providers[0] != engine.provider:
+            log.warning(
+                "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider
+            )
+        log.info(
+            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads",
+            bundle,
+            manifest["name"],
+            manifest["version"],
+            manifest["source_language"],
+            manifest["target_language"],
+            engine.provider,
+            engine.graphs,
+            engine.graphs_dtype,
+            threads or "default",
+        )
+        return engine
+
+    @property
+    def graphs_dtype(self) -> str:
+        """What the running graphs compute in: fp32, fp16, int8 or int8-channel."""
+        if self.graphs != "main":
+            return str(self.manifest["variants"][self.graphs]["dtype"])
+        export = self.manifest.get("export", {})
+        quantize = export.get("quantize", "none")
+        return str(quantize if quantize != "none" else export.get("dtype", "fp32"))
+
+    def tokenize(self, text: str) -> list[int]:
+        """Source ids without EOS; [] for empty text; unknown characters become the unk id."""
+        return self.tokenizer.encode_source(text)
+
+    def running_set(self) -> RunningSet:
+        """An empty running set on this engine, for a scheduler to drive."""
+        return RunningSet(self)
+
+    def translate(self, texts: list[str], options: DecodeOptions) -> list[Translation]:
+        """One Translation per text, in order; the texts are decoded together."""
+        return self._translate([str(t) for t in texts], options)
+
+    def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]:
+        """One Translation per source (ids without EOS), in order; the batch is decoded together."""
+        return self._translate([list(ids) for ids in batch], options)
+
+    def _translate(self, sources: list[str | list[int]], options: DecodeOptions) -> list[Translation]:
+        running = self.running_set()
+        running.admit((i, source, options) for i, source in enumerate(sources))
+        results: dict[Hashable, Translation] = {}
+        while running:
+            results.update(running.step())
+        return [results[i] for i in range(len(sources))]
+
+    def warmup(self) -> None:
+        """Run every graph once (sentences admitted mid-run, beam 2, attention on) so the first request is fast."""
+        token = min(4, self.vocab_size - 1)
+        options = DecodeOptions(beam_size=2, max_length=4, max_length_ratio=1.0, return_attention=True)
+        running = self.running_set()
+        running.admit([(0, [token] * 3, options), (1, [token] * 5, options)])
+        running.step()
+        running.step()
+        running.admit([(2, [token] * 7, options)])  # merge
+        running.drop([0, 1])  # select; the next step trims the cache columns of 0 and 1
+        while running:
+            running.step()
+
+    def source_batch(self, sources: list[list[int]]) -> np.ndarray:
+        """The encoder's ``src_ids`` for these sources (ids without EOS): EOS appended, padded to the longest."""
+        src = np.full((len(sources), max(map(len, sources)) + 1), self.pad_id, dtype=np.int64)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids) + 1] = [*ids, self.eos_id]
+        return src
+
+    def search_options(self, options: DecodeOptions, source_len: int) -> SearchOptions:
+        return SearchOptions(
+            beam_size=options.beam_size,
+            length_penalty=options.length_penalty,
+            n_best=options.n_best,
+            max_len=options.max_steps(source_len, self.max_positions),
+            no_repeat_ngram=options.no_repeat_ngram_size,
+            with_attention=options.return_attention,
+        )
+
+    def translation(
+        self,
+        ids: list[int],
+        pieces: list[str],
+        truncated: bool,
+        finished: list[Finished],
+        options: DecodeOptions,
+    ) -> Translation:
+        hypotheses = []
+        for out in finished:
+            tokens = out.tokens[:-1] if out.tokens and out.tokens[-1] == self.eos_id else out.tokens
+            hypotheses.append(
+                Hypothesis(
+                    text=self.tokenizer.decode(tokens),
+                    pieces=[self.tokenizer.id_to_piece(t) for t in tokens],
+                    token_ids=tokens,
+                    score=out.score,
+                    token_logprobs=out.token_logprobs,
+                    attention=piece_attention(out.attention, len(tokens), len(ids))
+                    if options.return_attention
+                    else None,
+                )
+            )
+        alignment = None
+        if options.return_attention:
+            best = hypotheses[0]
+            assert best.attention is not None
+            alignment = word_alignment(pieces, best.pieces, best.attention)
+        return Translation(pieces, hypotheses, alignment, truncated_source=truncated)
+
+    def check_ids(self, ids: list[int], source: Hashable) -> None:
+        for position, token in enumerate(ids):
+            if not isinstance(token, (int, np.integer)) or not 0 <= token < self.vocab_size:
+                raise ValueError(
+                    f"source {source}, position {position}: id {token!r} is outside the "
+                    f"vocabulary 0..{self.vocab_size - 1}"
+                )
+
+
+def _check_options(options: DecodeOptions) -> None:
+    problems = []
+    if options.beam_size < 1:
+        problems.append(f"beam_size={options.beam_size} must be at least 1")
+    if options.n_best < 1:
+        problems.append(f"n_best={options.n_best} must be at least 1")
+    if options.max_length < 1:
+        problems.append(f"max_length={options.max_length} must be at least 1")
+    if not math.isfinite(options.length_penalty):
+        problems.append(f"length_penalty={options.length_penalty} must be a finite number")
+    if options.no_repeat_ngram_size < 0:
+        problems.append(f"no_repeat_ngram_size={options.no_repeat_ngram_size} must be 0 (off) or more")
+    if not math.isfinite(options.max_length_ratio) or options.max_length_ratio < 0:
+        problems.append(f"max_length_ratio={options.max_length_ratio} must be a number >= 0")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def _empty(options: DecodeOptions) -> Translation:
+    attention = np.zeros((0, 0), dtype=np.float32) if options.return_attention else None
+    hypothesis = Hypothesis(text="", pieces=[], token_ids=[], score=0.0, token_logprobs=[], attention=attention)
+    alignment = WordAlignment([], [], [], []) if options.return_attention else None
+    return Translation(source_pieces=[], hypotheses=[hypothesis], alignment=alignment)
+
+
+def _check_names(path: Path, role: str, session: ort.InferenceSession, layers: int) -> None:
+    inputs = {i.name for i in session.get_inputs()}
+    outputs = {o.name for o in session.get_outputs()}
+    spec = graph_spec(role, layers)
+    missing = [n for n in spec.input_names if n not in inputs]
+    missing += [n for n in spec.output_names if n not in outputs]
+    if missing:
+        raise BundleError(
+            f"{path} lacks the tensors {missing} that the engine needs; it was exported "
+            "for another engine version: re-export the bundle"
+        )
