@@ -1,15 +1,18 @@
 """Decoding on an NVIDIA GPU: one checkpoint exported fp32 and fp16, on onnxruntime's CUDA provider, beside
 the same machine's CPU, in one run.
 
-    python bench/gpu.py --checkpoint CKPT [--input data/en-de/test.tsv] [--sentences 256]
-                        [--batch-sizes 1,8,32,128] [--beams 1,4] [--repeats 3] [--max-length 128]
-                        [--cpu-threads 0] [--out docs/bench-gpu]
+    python bench/gpu.py --checkpoint CKPT [--bundle models/en-de] [--input data/en-de/test.tsv]
+                        [--sentences 256] [--batch-sizes 1,8,32,128] [--beams 1,4] [--repeats 3]
+                        [--max-length 128] [--cpu-threads 0] [--out docs/bench-gpu]
 
 Needs onnxruntime-gpu with a usable CUDA provider (CUDA 13 and cuDNN 9 libraries) and torch for the export.
 The systems are run alternately (cuda-fp32, cuda-fp16, cpu-fp32, then again) ``--repeats`` times per
 configuration; the figures are medians: target tokens/s (generated pieces, EOS not counted) and sentences/s,
 their ratio to cpu-fp32 on the same machine, and the share of best outputs identical to cuda-fp32's (what
-fp16, and the CPU's exact fp32 against the GPU's TF32, change). Writes OUT.md and OUT.json.
+fp16, and the CPU's exact fp32 against the GPU's TF32, change). With ``--bundle`` (a bundle exported with
+``--gpu-dtype``, like the shipped one) two more systems run: bundle-cuda, what a server on a GPU loads from
+it by default (its cuda/ graphs), and bundle-main-on-cuda, its main (CPU) graphs forced onto the GPU.
+Writes OUT.md and OUT.json.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from bench.loadtools import report_path  # noqa: E402
 from core.translation import DecodeOptions  # noqa: E402
 from inference.engine import Engine, EngineError  # noqa: E402
 
-SYSTEMS = ("cuda-fp32", "cuda-fp16", "cpu-fp32")
+SYSTEMS = ["cuda-fp32", "cuda-fp16", "cpu-fp32"]
 
 
 def read_sources(path: Path, n: int) -> list[str]:
@@ -55,6 +58,7 @@ def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, bat
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a training checkpoint (python -m training train)")
+    parser.add_argument("--bundle", help="also measure this bundle's GPU graphs and its main graphs on CUDA")
     parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"))
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--batch-sizes", default="1,8,32,128")
@@ -80,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     except EngineError as err:
         raise SystemExit(f"CUDA provider unusable: {err}") from err
     engines["cpu-fp32"] = Engine.load(work / "fp32", provider="cpu", threads=args.cpu_threads)
+    systems = list(SYSTEMS)
+    if args.bundle:
+        engines["bundle-cuda"] = Engine.load(args.bundle, provider="cuda")
+        engines["bundle-main-on-cuda"] = Engine.load(args.bundle, provider="cuda", graphs="main")
+        systems += ["bundle-cuda", "bundle-main-on-cuda"]
 
     texts = read_sources(Path(args.input), args.sentences)
     sources = [engines["cuda-fp32"].tokenize(t) for t in texts]
@@ -90,14 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     for beam in [int(b) for b in args.beams.split(",")]:
         for batch in [int(b) for b in args.batch_sizes.split(",")]:
             options = DecodeOptions(beam_size=beam, max_length=args.max_length)
-            seconds: dict[str, list[float]] = {s: [] for s in SYSTEMS}
+            seconds: dict[str, list[float]] = {s: [] for s in systems}
             outputs: dict[str, list] = {}
             for _ in range(args.repeats):
-                for system in SYSTEMS:
+                for system in systems:
                     elapsed, outputs[system] = decode(engines[system], sources, options, batch)
                     seconds[system].append(elapsed)
-            tokens = {s: sum(len(o) for o in outputs[s]) for s in SYSTEMS}
-            for system in SYSTEMS:
+            tokens = {s: sum(len(o) for o in outputs[s]) for s in systems}
+            for system in systems:
                 median = statistics.median(seconds[system])
                 same = sum(a == b for a, b in zip(outputs[system], outputs["cuda-fp32"], strict=True))
                 rows.append(
@@ -112,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
             cpu = next(r for r in rows if r["beam"] == beam and r["batch"] == batch and r["system"] == "cpu-fp32")
-            for row in rows[-len(SYSTEMS) :]:
+            for row in rows[-len(systems) :]:
                 row["vs_cpu"] = row["tokens_per_s"] / cpu["tokens_per_s"]
                 print(
                     f"beam {beam} batch {batch:>4} {row['system']:>9}: {row['tokens_per_s']:8.0f} tok/s "

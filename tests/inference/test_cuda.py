@@ -2,7 +2,7 @@
 their parity check and decode on the GPU.
 
 Skipped where onnxruntime has no usable CUDA provider (CI, and any machine without an NVIDIA GPU). Run on a
-GPU machine with onnxruntime-gpu: ``pytest tests/engine/test_cuda.py tests/export tests/service``.
+GPU machine with onnxruntime-gpu: ``pytest -m gpu`` (these), then ``pytest tests/inference tests/export``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ from core.translation import DecodeOptions, Translation
 from inference.engine import Engine, gpu_present
 from tests.synthetic import make_pairs
 
-pytestmark = pytest.mark.skipif(
-    not ("CUDAExecutionProvider" in ort.get_available_providers() and gpu_present()),
-    reason="needs onnxruntime's CUDA provider and an NVIDIA GPU",
-)
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not ("CUDAExecutionProvider" in ort.get_available_providers() and gpu_present()),
+        reason="needs onnxruntime's CUDA provider and an NVIDIA GPU",
+    ),
+]
 
 TEXTS = [s for s, _ in make_pairs(24, seed=5, min_len=1, max_len=7)]
 BEAM = DecodeOptions(beam_size=4, n_best=2, length_penalty=0.6, return_attention=True)
@@ -80,3 +83,29 @@ def test_fp16_bundle_exports_checks_and_decodes_on_cuda(
     same = sum(f.best.token_ids == h.best.token_ids for f, h in zip(full, halved, strict=True))
     # The tiny model is near-perfect on its task, so fp16 rounding should flip no argmax.
     assert same == len(TEXTS), f"{len(TEXTS) - same} of {len(TEXTS)} greedy outputs differ in fp16"
+
+
+def test_a_running_set_on_cuda_admits_mid_run_like_the_cpu(cpu_engine: Engine, cuda_engine: Engine) -> None:
+    """Sentences admitted between steps on the GPU: the state graphs (merge, select, trim) run on the device
+    and the results are the CPU's, token for token."""
+    outputs = []
+    for engine in (cpu_engine, cuda_engine):
+        running, done = engine.running_set(), {}
+        for i, text in enumerate(TEXTS):
+            running.admit([(i, text, BEAM)])
+            if i % 3 == 2:
+                done.update(running.step())
+        while running:
+            done.update(running.step())
+        outputs.append([[h.token_ids for h in done[i].hypotheses] for i in range(len(TEXTS))])
+    assert outputs[0] == outputs[1]
+
+
+def test_a_bundle_with_gpu_graphs_loads_them_on_cuda(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from training.export import export_bundle
+
+    export_bundle(tiny_checkpoint, tmp_path / "dual", quantize="int8-channel", tolerance=3.0, gpu_dtype="fp16")
+    engine = Engine.load(tmp_path / "dual", provider="auto")
+    assert (engine.provider, engine.graphs, engine.graphs_dtype) == ("CUDAExecutionProvider", "cuda", "fp16")
+    assert Engine.load(tmp_path / "dual", provider="cpu").graphs_dtype == "int8-channel"
+    assert all(t.best.text for t in engine.translate(TEXTS[:8], BEAM))
