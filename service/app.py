@@ -21,6 +21,7 @@ from service.loader import EngineLoader, LoadFailed, ModelSlot, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext
 from service.routes import admin, health, translate
+from service.scheduler import Scheduler
 from service.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def create_app(
     service = ServiceState(
         settings=settings,
         metrics=metrics,
-        batcher=Batcher(limits, metrics),
+        batcher=Scheduler(limits, metrics) if settings.scheduler == "continuous" else Batcher(limits, metrics),
         slot=ModelSlot(engine_loader, settings.provider, settings.threads, metrics),
     )
 

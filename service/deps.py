@@ -13,6 +13,7 @@ from service.batcher import Batcher
 from service.errors import ApiError
 from service.loader import LoadedModel, ModelSlot
 from service.metrics import Metrics
+from service.scheduler import Scheduler
 from service.settings import Settings
 
 
@@ -22,7 +23,7 @@ class ServiceState:
 
     settings: Settings
     metrics: Metrics
-    batcher: Batcher
+    batcher: Batcher | Scheduler
     slot: ModelSlot
 
     def model(self) -> LoadedModel:

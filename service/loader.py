@@ -18,6 +18,7 @@ from core.bundle import BundleError
 from core.translation import DecodeOptions, Translation
 from service.batcher import BatchEngine
 from service.metrics import Metrics
+from service.scheduler import RunningSet
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ class Engine(BatchEngine, Protocol):
     def tokenize(self, text: str) -> list[int]: ...
 
     def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]: ...
+
+    def running_set(self) -> RunningSet: ...
 
     def warmup(self) -> None: ...
 

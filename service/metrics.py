@@ -42,13 +42,14 @@ class Metrics:
         )
         self.batch_sentences = Histogram(
             "mt_batch_size_sentences",
-            "Sentences per decoded batch.",
+            "Sentences per decoded batch; with the continuous scheduler, per decoder step (the running set).",
             buckets=SENTENCE_BUCKETS,
             registry=r,
         )
         self.batch_tokens = Histogram(
             "mt_batch_size_tokens",
-            "Source tokens per decoded batch, padding included (sentences x longest).",
+            "Source tokens per decoded batch (per step with the continuous scheduler), padding included "
+            "(sentences x longest).",
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
@@ -56,6 +57,17 @@ class Metrics:
             "mt_batch_decode_duration_seconds",
             "Engine time to translate one batch (beam search, all steps).",
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.step_seconds = Histogram(
+            "mt_step_duration_seconds",
+            "Time of one decoder step of a running set, with its beam search (continuous batching).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=r,
+        )
+        self.admitted_mid_run = Counter(
+            "mt_admitted_mid_run_sentences",
+            "Sentences that joined a running set while other sentences were decoding in it.",
             registry=r,
         )
         self.input_tokens = Counter(

@@ -43,12 +43,18 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a batch's first sentence waits for company before it runs anyway.",
     )
+    scheduler: Literal["batch", "continuous"] = Field(
+        "batch",
+        description="batch: whole batches, each decoded to its last sentence (service/batcher.py); continuous: "
+        "sentences join and leave the engine's running sets between decoder steps (service/scheduler.py; "
+        "not measured under load yet, docs/inference-core.md).",
+    )
     inflight_batches: int = Field(
         2,
         ge=1,
         le=8,
-        description="Batches decoding at once on the one engine: 2 keeps the cores busy while a batch's beam "
-        "search works between graph calls (docs/bench-load.md); 1 decodes one batch at a time.",
+        description="Batches (or running sets, with the continuous scheduler) decoding at once on the one "
+        "engine: 2 keeps the cores busy while one's beam search works between graph calls (docs/bench-load.md).",
     )
     max_queue: int = Field(
         1024,

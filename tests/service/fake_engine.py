@@ -1,11 +1,17 @@
 """A stand-in engine for the server's tests: "translates" by reversing the words of a sentence.
 
 A fake bundle is a directory whose manifest.json has the usual name/version/languages plus a
-``fake`` section: ``delay_s`` (sleep per batch), ``prefix`` (prepended to every translation, to
+``fake`` section: ``delay_s`` (sleep per batch, or per step of a running set), ``prefix``
+(prepended to every translation, to
 tell models apart), ``fail_word`` (a batch holding it raises), ``break_word`` (a sentence holding
 it comes back malformed, a bug past the engine), ``warmup_fails``. A manifest that is not valid
 JSON raises BundleError, like a corrupt real bundle. The engine records every batch it decodes,
 so tests can see what the batcher did.
+
+Its running sets (``running_set()``, what service/scheduler.py drives) finish a sentence after ``1 +
+steps_per_word * words`` steps; each step sleeps ``delay_s + step_s + row_s * rows`` (rows: the running
+sentences times their beam), releasing the GIL as onnxruntime does. With the defaults (no steps per word) every
+sentence finishes at its first step, so a step is what a batch was.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,9 @@ class FakeEngine:
         self.fail_word: str = str(fake.get("fail_word", "FAIL"))
         self.break_word: str = str(fake.get("break_word", "BREAK"))
         self.warmup_fails: bool = bool(fake.get("warmup_fails", False))
+        self.steps_per_word: float = float(fake.get("steps_per_word", 0.0))
+        self.step_s: float = float(fake.get("step_s", 0.0))
+        self.row_s: float = float(fake.get("row_s", 0.0))
         self.max_source_pieces = max_source_pieces
         self.batches: list[list[list[int]]] = []
         """Every batch decoded (warm-up excluded), in order."""
@@ -125,10 +135,59 @@ class FakeEngine:
             truncated_source=truncated,
         )
 
+    def running_set(self) -> FakeRunningSet:
+        return FakeRunningSet(self)
+
     def warmup(self) -> None:
         if self.warmup_fails:
             raise RuntimeError("fake warm-up failure")
         self.warm = True
+
+
+class FakeRunningSet:
+    """Sentences decoded step by step; each finishes after its number of steps, translated as in a batch."""
+
+    def __init__(self, engine: FakeEngine):
+        self.engine = engine
+        self.running: dict[Hashable, tuple[list[int], DecodeOptions]] = {}
+        self.left: dict[Hashable, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def admit(self, items: Iterable[tuple[Hashable, str | list[int], DecodeOptions]]) -> None:
+        entries = [(key, self.engine.tokenize(s) if isinstance(s, str) else list(s), o) for key, s, o in items]
+        for key, _, options in entries:
+            if key in self.running:
+                raise ValueError(f"sentence key {key!r} is already in the running set")
+            if options.beam_size < 1:
+                raise ValueError(f"beam_size={options.beam_size} must be at least 1")
+        for key, ids, options in entries:
+            self.running[key] = (ids, options)
+            self.left[key] = 1 + round(self.engine.steps_per_word * min(len(ids), self.engine.max_source_pieces))
+
+    def step(self) -> list[tuple[Hashable, Translation]]:
+        engine = self.engine
+        engine.batches.append([ids for ids, _ in self.running.values()])
+        rows = sum(options.beam_size for _, options in self.running.values())
+        time.sleep(engine.delay_s + engine.step_s + engine.row_s * rows)
+        sentences = {key: engine.words(ids[: engine.max_source_pieces]) for key, (ids, _) in self.running.items()}
+        if any(engine.fail_word in words for words in sentences.values()):
+            raise RuntimeError(f"fake engine failure: a sentence holds {engine.fail_word!r}")
+        done = []
+        for key in list(self.running):
+            self.left[key] -= 1
+            if self.left[key] <= 0:
+                ids, options = self.running.pop(key)
+                del self.left[key]
+                engine.options.append(options)
+                done.append((key, engine._translate(sentences[key], len(ids) > engine.max_source_pieces, options)))
+        return done
+
+    def drop(self, keys: Iterable[Hashable]) -> None:
+        for key in keys:
+            self.running.pop(key, None)
+            self.left.pop(key, None)
 
 
 class FakeLoader:

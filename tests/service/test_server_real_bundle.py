@@ -168,3 +168,30 @@ def test_reload_switches_to_a_good_bundle_and_keeps_it_over_a_corrupt_one(
     after = translate(real, "red blue")
     assert after["model"]["version"] == "reloaded"
     assert after["translations"][0]["text"]
+
+
+def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
+    real: ProcessServer, real_bundle: Path, tmp_path: Path
+) -> None:
+    """A real uvicorn process with --scheduler continuous on the tiny bundle: requests sent from 12 threads at
+    once (later ones join running sets mid-run) get what the batch-scheduled server gives each alone."""
+    import random
+    import time
+
+    log = tmp_path / "continuous.log"
+    args = ["--bundle", str(real_bundle), "--scheduler", "continuous", "--provider", "cpu"]
+    rng = random.Random(3)
+    texts = [" ".join(rng.choice(TEXTS).split() * rng.randint(1, 2)) for _ in range(48)]
+    with process_server(args, log, fake=False, env={"MT_THREADS": "1"}) as continuous:
+        wait_until(lambda: continuous.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+
+        def send(i: int) -> str:
+            time.sleep(rng.random() * 0.002)
+            return str(translate(continuous, texts[i], return_scores=True)["translations"][0]["text"])
+
+        with ThreadPoolExecutor(12) as pool:
+            together = list(pool.map(send, range(len(texts))))
+        mid_run = metric(continuous, "mt_admitted_mid_run_sentences_total")
+    alone = [translate(real, t)["translations"][0]["text"] for t in texts]
+    assert together == alone
+    assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"

@@ -1,0 +1,358 @@
+"""Continuous batching: the engine's running sets are kept full sentence by sentence, between decoder steps.
+
+Requests put their sentences in one FIFO queue per engine. Each of ``inflight`` worker threads owns a running
+set on that engine (``engine.running_set()``, inference/engine.py) and loops: drop the sentences nobody waits
+for any more, admit waiting sentences in arrival order up to the sentence and token budget, run one decoder
+step, and hand every finished sentence back to the event loop at once. So a short sentence leaves as soon as it
+is done instead of waiting for the longest one of its batch, and a new request joins at the next step instead
+of waiting for a whole batch. Sentences with different decode options share a running set. A request's future
+resolves when all its sentences are done; arrival order keeps any request from starving behind later ones.
+
+A step that fails fails nobody at first: its sentences are taken out and each request is decoded again alone,
+so a sentence that breaks the engine fails only its own request (the batcher's contract, service/batcher.py).
+
+Requests carry their engine: after a reload, sentences tokenized by the old model finish on it, and its
+workers exit once they have been idle for ``IDLE_EXIT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from core.translation import DecodeOptions, Translation
+from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueFull, RequestTimeout, TooManySentences
+from service.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+IDLE_EXIT_S = 1.0
+"""A worker with nothing to do for this long exits; the next request starts a new one."""
+
+
+class RunningSet(Protocol):
+    def __len__(self) -> int: ...
+
+    def admit(self, items: Iterable[tuple[Hashable, str | list[int], DecodeOptions]]) -> None: ...
+
+    def step(self) -> list[tuple[Hashable, Translation]]: ...
+
+    def drop(self, keys: Iterable[Hashable]) -> None: ...
+
+
+class StepEngine(Protocol):
+    """What the scheduler needs of an engine."""
+
+    @property
+    def max_source_pieces(self) -> int: ...
+
+    def running_set(self) -> RunningSet: ...
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request's sentences; resolved on the event loop when all are translated, or at a failure."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[list[Translation]]
+    results: list[Translation | None]
+    remaining: int
+    abandoned: bool = False
+    """Set when nobody waits any more (timeout, client gone, failure): its sentences leave."""
+
+    def deliver(self, index: int, translation: Translation) -> None:  # on the event loop
+        if self.future.done():
+            return
+        self.results[index] = translation
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.future.set_result([t for t in self.results if t is not None])
+
+    def fail(self, error: Exception) -> None:  # on the event loop
+        self.abandoned = True
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+@dataclass(eq=False)
+class _Item:
+    job: _Job
+    index: int
+    ids: list[int]
+    tokens: int
+    options: DecodeOptions
+    enqueued: float
+    key: int = 0
+    admitted: float = 0.0
+
+
+@dataclass(eq=False)
+class _Lane:
+    """One engine's queue and workers."""
+
+    engine: StepEngine
+    waiting: deque[_Item] = field(default_factory=deque)
+    workers: int = 0
+
+
+class Scheduler:
+    """Same interface as service.batcher.Batcher; decodes with running sets instead of whole batches."""
+
+    def __init__(self, limits: BatchLimits, metrics: Metrics | None = None):
+        if limits.inflight < 1:
+            raise ValueError(f"inflight={limits.inflight} must be at least 1")
+        self.limits = limits
+        self.metrics = metrics
+        self._cond = threading.Condition()
+        self._lanes: dict[int, _Lane] = {}
+        self._depth = 0
+        self._keys = itertools.count(1)
+        self._closing = False
+        self._started = False
+        self._rate = 0.0  # sentences per second delivered recently, for Retry-After
+        self._rate_window: tuple[float, int] = (time.monotonic(), 0)
+
+    @property
+    def depth(self) -> int:
+        """Sentences waiting, not yet admitted into a running set."""
+        return self._depth
+
+    def start(self) -> None:
+        self._started = True
+
+    def check_room(self, sentences: int) -> None:
+        limit = self.limits.max_queue
+        if 0 < sentences <= limit and self._depth + sentences > limit:
+            raise QueueFull(self._depth, sentences, limit, self._retry_after())
+
+    async def translate(
+        self, engine: StepEngine, batch: Sequence[list[int]], options: DecodeOptions, timeout_s: float
+    ) -> list[Translation]:
+        """Translate ``batch`` (source ids per sentence) on ``engine``: one Translation each."""
+        if not batch:
+            return []
+        if self._closing or not self._started:
+            raise BatcherClosed("the server is shutting down")
+        n, limit = len(batch), self.limits.max_queue
+        if n > limit:
+            raise TooManySentences(n, limit)
+        if self._depth + n > limit:
+            raise QueueFull(self._depth, n, limit, self._retry_after())
+        loop = asyncio.get_running_loop()
+        job = _Job(loop, loop.create_future(), [None] * n, n)
+        now, cap = time.monotonic(), engine.max_source_pieces
+        items = [_Item(job, i, list(ids), min(len(ids), cap) + 1, options, now) for i, ids in enumerate(batch)]
+        with self._cond:
+            lane = self._lanes.get(id(engine))
+            if lane is None:
+                lane = self._lanes[id(engine)] = _Lane(engine)
+            for item in items:
+                item.key = next(self._keys)
+            lane.waiting.extend(items)
+            self._set_depth(self._depth + n)
+            while lane.workers < self.limits.inflight:
+                lane.workers += 1
+                threading.Thread(target=self._work, args=(lane,), name="mt-inference", daemon=True).start()
+            self._cond.notify_all()
+        try:
+            return await asyncio.wait_for(job.future, timeout_s)
+        except TimeoutError:
+            self._abandon(job)
+            raise RequestTimeout(timeout_s) from None
+        except BaseException:
+            self._abandon(job)  # a failure, or a client gone: its other sentences need not run
+            raise
+
+    async def close(self, timeout_s: float = 30.0) -> None:
+        """Finish what is queued and running (at most ``timeout_s``), then stop; later requests are refused."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._cond:
+                if not self._lanes:
+                    return
+            await asyncio.sleep(0.01)
+        log.error("scheduler: work not drained within %.0f s; failing what is left", timeout_s)
+        with self._cond:
+            for lane in self._lanes.values():
+                for item in lane.waiting:
+                    _post(item.job, item.job.fail, BatcherClosed("the server is shutting down"))
+                lane.waiting.clear()
+            self._set_depth(0)
+
+    # -- the worker threads -------------------------------------------------------------------
+
+    def _work(self, lane: _Lane) -> None:
+        running = lane.engine.running_set()
+        items: dict[Hashable, _Item] = {}
+        try:
+            while True:
+                with self._cond:
+                    idle_since = time.monotonic()
+                    while not items and not self._has_waiting(lane):
+                        if self._closing or time.monotonic() - idle_since >= IDLE_EXIT_S:
+                            return
+                        self._cond.wait(IDLE_EXIT_S / 4)
+                    admit = self._take(lane, items)
+                gone = [key for key, item in items.items() if item.job.abandoned]
+                if gone:
+                    running.drop(gone)
+                    for key in gone:
+                        del items[key]
+                if admit:
+                    self._admit(lane, running, items, admit)
+                if not items:
+                    continue
+                size, started = len(items), time.monotonic()
+                tokens = size * max(i.tokens for i in items.values())
+                try:
+                    done = running.step()
+                except Exception as err:
+                    log.warning("a step of %d sentences failed (%r); decoding each request alone", len(items), err)
+                    suspects, items = list(items.values()), {}
+                    running = lane.engine.running_set()
+                    self._alone(lane, suspects)
+                    continue
+                self._observe_step(size, tokens, time.monotonic() - started)
+                for key, translation in done:
+                    item = items.pop(key)
+                    _post(item.job, item.job.deliver, item.index, translation)
+                self._count(len(done), [t for _, t in done])
+        except Exception as err:  # a bug here must not hang the requests it holds
+            log.exception("scheduler: a worker failed")
+            failure = BatchFailed(f"internal error while decoding: {err!r}")
+            for item in items.values():
+                _post(item.job, item.job.fail, failure)
+        finally:
+            with self._cond:
+                lane.workers -= 1
+                if lane.workers == 0 and not lane.waiting:
+                    self._lanes.pop(id(lane.engine), None)
+                elif lane.workers == 0:  # work arrived as the last worker left
+                    lane.workers += 1
+                    threading.Thread(target=self._work, args=(lane,), name="mt-inference", daemon=True).start()
+
+    def _has_waiting(self, lane: _Lane) -> bool:
+        while lane.waiting and lane.waiting[0].job.abandoned:
+            lane.waiting.popleft()
+            self._set_depth(self._depth - 1)
+        return bool(lane.waiting)
+
+    def _take(self, lane: _Lane, items: dict[Hashable, _Item]) -> list[_Item]:
+        """Waiting sentences in arrival order, while the running set stays within its budget (under the lock)."""
+        limits = self.limits
+        count = len(items)
+        longest = max((i.tokens for i in items.values()), default=0)
+        taken: list[_Item] = []
+        while self._has_waiting(lane) and count < limits.max_sentences:
+            item = lane.waiting[0]
+            if count and (count + 1) * max(longest, item.tokens) > limits.max_tokens:
+                break
+            taken.append(lane.waiting.popleft())
+            count, longest = count + 1, max(longest, item.tokens)
+        if taken:
+            self._set_depth(self._depth - len(taken))
+        return taken
+
+    def _admit(self, lane: _Lane, running: RunningSet, items: dict[Hashable, _Item], admit: list[_Item]) -> None:
+        now = time.monotonic()
+        try:
+            running.admit((i.key, i.ids, i.options) for i in admit)
+            accepted = admit
+        except ValueError:  # bad ids or options somewhere: admit one by one, fail only the bad ones
+            accepted = []
+            for item in admit:
+                try:
+                    running.admit([(item.key, item.ids, item.options)])
+                    accepted.append(item)
+                except ValueError as err:
+                    _post(item.job, item.job.fail, BatchFailed(f"bad input: {err}"))
+        mid_run = bool(items)
+        for item in accepted:
+            item.admitted = now
+            items[item.key] = item
+        if self.metrics:
+            m = self.metrics
+            for item in accepted:
+                m.queue_wait_seconds.observe(now - item.enqueued)
+            m.input_tokens.inc(sum(min(len(i.ids), lane.engine.max_source_pieces) for i in accepted))
+            if mid_run:
+                m.admitted_mid_run.inc(len(accepted))
+
+    def _alone(self, lane: _Lane, suspects: list[_Item]) -> None:
+        """Decode each request of a failed step on its own: only the one that breaks the engine fails."""
+        jobs: dict[int, list[_Item]] = {}
+        for item in suspects:
+            jobs.setdefault(id(item.job), []).append(item)
+        for group in jobs.values():
+            job = group[0].job
+            if job.abandoned:
+                continue
+            running = lane.engine.running_set()
+            pending: dict[Hashable, _Item] = {i.key: i for i in group}
+            try:
+                running.admit((i.key, i.ids, i.options) for i in group)
+                while pending:
+                    for key, translation in running.step():
+                        item = pending.pop(key)
+                        _post(job, job.deliver, item.index, translation)
+            except Exception as err:
+                log.exception("a request's %d sentences failed on their own", len(group))
+                failure = BatchFailed(f"the engine failed on this request's sentences: {err!r}")
+                _post(job, job.fail, failure)
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _abandon(self, job: _Job) -> None:
+        job.abandoned = True
+        with self._cond:
+            self._cond.notify_all()
+
+    def _observe_step(self, size: int, tokens: int, seconds: float) -> None:
+        """A step's batch is its running set: mt_batch_size_* per step, as the batcher's are per batch."""
+        if self.metrics:
+            self.metrics.batch_sentences.observe(size)
+            self.metrics.batch_tokens.observe(tokens)
+            self.metrics.step_seconds.observe(seconds)
+
+    def _count(self, done: int, translations: list[Translation]) -> None:
+        now = time.monotonic()
+        with self._cond:
+            since, count = self._rate_window
+            count += done
+            if now - since >= 1.0:
+                rate = count / (now - since)
+                self._rate = rate if self._rate == 0 else 0.8 * self._rate + 0.2 * rate
+                since, count = now, 0
+            self._rate_window = (since, count)
+        if self.metrics and done:
+            self.metrics.sentences.inc(done)
+            self.metrics.generated_tokens.inc(sum(len(t.hypotheses[0].token_ids) for t in translations if t.hypotheses))
+
+    def _retry_after(self) -> int:
+        if self._rate <= 0:
+            return 1
+        return max(1, min(60, math.ceil(self._depth / self._rate)))
+
+    def _set_depth(self, depth: int) -> None:
+        self._depth = depth
+        if self.metrics:
+            self.metrics.queue_depth.set(depth)
+
+
+def _post(job: _Job, callback: object, *args: object) -> None:
+    """Run ``callback(*args)`` on the job's event loop (from a worker thread); a closed loop has nobody to tell."""
+    try:
+        job.loop.call_soon_threadsafe(callback, *args)  # type: ignore[arg-type]
+    except RuntimeError:
+        pass

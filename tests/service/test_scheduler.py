@@ -1,0 +1,201 @@
+"""The continuous scheduler on its own, driven by asyncio: sentences join and leave between steps, nothing is lost
+or doubled under random arrivals and cancellations, failures stay with their request, a short sentence does not
+wait for a long one, close drains. Against the real tiny bundle: admitted mid-run = translated alone."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from core.translation import DecodeOptions, Translation
+from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueFull, RequestTimeout
+from service.metrics import Metrics
+from service.scheduler import Scheduler
+from tests.service.fake_engine import FakeEngine
+
+T = TypeVar("T")
+GREEDY = DecodeOptions(beam_size=1)
+BEAM = DecodeOptions(beam_size=4)
+
+
+def engine(**fake: object) -> FakeEngine:
+    return FakeEngine({"name": "fake", "version": "1", "fake": fake})
+
+
+def run(limits: BatchLimits, body: Callable[[Scheduler], Awaitable[T]], metrics: Metrics | None = None) -> T:
+    async def main() -> T:
+        scheduler = Scheduler(limits, metrics or Metrics())
+        scheduler.start()
+        try:
+            return await body(scheduler)
+        finally:
+            await scheduler.close(timeout_s=10)
+
+    return asyncio.run(main())
+
+
+def words(n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(f"w{rng.randrange(50)}" for _ in range(n))
+
+
+def test_a_short_sentence_does_not_wait_for_a_long_one() -> None:
+    e = engine(steps_per_word=1, step_s=0.005)
+    long_text, short_text = words(30, 1), "just two"
+
+    async def body(s: Scheduler) -> dict[str, float]:
+        latency: dict[str, float] = {}
+
+        async def send(name: str, text: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            started = time.monotonic()
+            await s.translate(e, [e.tokenize(text)], GREEDY, 10)
+            latency[name] = time.monotonic() - started
+
+        await asyncio.gather(send("long", long_text, 0), send("short", short_text, 0.05))
+        return latency
+
+    latency = run(BatchLimits(inflight=1), body)
+    # 31 steps of 5 ms for the long one, 3 for the short one that joined while it ran: ~0.16 s against ~0.015 s
+    assert latency["short"] < latency["long"] / 4, latency
+    joined = [b for b in e.batches if len(b) == 2]
+    assert joined, "the short sentence should have shared steps with the long one"
+
+
+def test_requests_with_different_options_share_steps_and_answer_together() -> None:
+    e = engine(steps_per_word=1, step_s=0.002)
+    texts = [[words(3, 1), words(9, 2)], [words(5, 3)], [words(1, 4), words(7, 5), words(2, 6)]]
+    options = [GREEDY, BEAM, DecodeOptions(beam_size=2, n_best=2)]
+
+    async def body(s: Scheduler) -> list[list[Translation]]:
+        calls = [s.translate(e, [e.tokenize(t) for t in ts], o, 10) for ts, o in zip(texts, options, strict=True)]
+        return list(await asyncio.gather(*calls))
+
+    results = run(BatchLimits(inflight=1), body)
+    for request, got in zip(texts, results, strict=True):
+        assert [t.best.text for t in got] == [" ".join(reversed(t.split())) for t in request]
+    assert len(results[2][0].hypotheses) == 2
+    assert max(len(b) for b in e.batches) == 6  # all six sentences ran in one set at the first step
+
+
+def test_random_arrivals_and_cancellations_lose_and_double_nothing() -> None:
+    e = engine(steps_per_word=1, step_s=0.001)
+    rng = random.Random(7)
+    plans = [(words(rng.randint(1, 30), i), rng.random() < 0.25, rng.random() * 0.2) for i in range(60)]
+
+    async def body(s: Scheduler) -> tuple[dict[int, Any], int]:
+        outcomes: dict[int, Any] = {}
+
+        async def send(i: int, text: str, timeout: float) -> None:
+            try:
+                [t] = await s.translate(e, [e.tokenize(text)], GREEDY, timeout)
+                outcomes[i] = t.best.text
+            except RequestTimeout:
+                outcomes[i] = "timeout"
+
+        tasks = []
+        for i, (text, cancel, delay) in enumerate(plans):
+            await asyncio.sleep(delay / 20)
+            # A cancelled request's timeout is tiny: it leaves the queue or the running set midway.
+            tasks.append(asyncio.create_task(send(i, text, 0.005 if cancel else 10)))
+        await asyncio.gather(*tasks)
+        for _ in range(100):  # abandoned sentences still queued leave when a worker reaches them
+            if s.depth == 0:
+                break
+            await asyncio.sleep(0.01)
+        return outcomes, s.depth
+
+    outcomes, depth = run(BatchLimits(max_sentences=8), body)
+    assert depth == 0
+    assert sorted(outcomes) == list(range(len(plans)))
+    for i, (text, _, _) in enumerate(plans):
+        assert outcomes[i] in ("timeout", " ".join(reversed(text.split())))
+    answered = sum(o != "timeout" for o in outcomes.values())
+    assert answered > len(plans) / 2
+    assert max(len(b) for b in e.batches) <= 8  # the sentence budget holds per running set
+
+
+def test_a_failing_sentence_fails_only_its_request() -> None:
+    e = engine(steps_per_word=1, step_s=0.002)
+
+    async def body(s: Scheduler) -> list[Any]:
+        calls = [
+            s.translate(e, [e.tokenize(words(6, 1))], GREEDY, 10),
+            s.translate(e, [e.tokenize("x FAIL y")], GREEDY, 10),
+            s.translate(e, [e.tokenize(words(3, 2)), e.tokenize(words(2, 3))], GREEDY, 10),
+        ]
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    good, bad, other = run(BatchLimits(inflight=1), body)
+    assert isinstance(bad, BatchFailed) and "FAIL" in str(bad)
+    assert good[0].best.text == " ".join(reversed(words(6, 1).split()))
+    assert [t.best.text for t in other] == [" ".join(reversed(words(n, k).split())) for n, k in ((3, 2), (2, 3))]
+
+
+def test_queue_bound_and_close() -> None:
+    e = engine(steps_per_word=1, step_s=0.01)
+
+    async def body(s: Scheduler) -> tuple[Any, ...]:
+        first = asyncio.create_task(s.translate(e, [e.tokenize(words(20, 1))] * 3, GREEDY, 10))
+        await asyncio.sleep(0)
+        with pytest.raises(QueueFull):
+            await s.translate(e, [[1]] * 2, GREEDY, 10)
+        closing = asyncio.create_task(s.close(timeout_s=10))
+        await asyncio.sleep(0.01)
+        with pytest.raises(BatcherClosed):
+            await s.translate(e, [[1]], GREEDY, 10)
+        await closing
+        return (await first,)
+
+    (done,) = run(BatchLimits(max_queue=4, inflight=1), body)
+    assert len(done) == 3  # accepted before close: answered, not dropped
+
+
+def test_metrics_count_steps_and_mid_run_admissions() -> None:
+    e = engine(steps_per_word=1, step_s=0.003)
+    metrics = Metrics()
+
+    async def body(s: Scheduler) -> None:
+        first = asyncio.create_task(s.translate(e, [e.tokenize(words(20, 1))], GREEDY, 10))
+        await asyncio.sleep(0.02)
+        await s.translate(e, [e.tokenize("a b")], GREEDY, 10)
+        await first
+
+    run(BatchLimits(inflight=1), body, metrics)
+    text = metrics.render().decode()
+    assert "mt_admitted_mid_run_sentences_total 1.0" in text
+    assert f"mt_step_duration_seconds_count {len(e.batches)}.0" in text
+    assert "mt_translated_sentences_total 2.0" in text
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_real_engine_sentences_admitted_mid_run_translate_as_alone(tiny_bundle: Path, seed: int) -> None:
+    """The tiny model behind the scheduler: requests arriving at random moments, with mixed options, get
+    exactly what the engine gives each alone, token for token."""
+    from inference.engine import Engine
+
+    real = Engine.load(tiny_bundle, provider="cpu", threads=1)
+    rng = random.Random(seed)
+    vocabulary = ["red", "blue", "green", "black", "white", "gold", "pink", "gray"]
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 7))) for _ in range(24)]
+    options = [rng.choice([GREEDY, BEAM, DecodeOptions(beam_size=3, length_penalty=1.4)]) for _ in texts]
+
+    async def body(s: Scheduler) -> list[Translation]:
+        async def send(text: str, option: DecodeOptions) -> Translation:
+            await asyncio.sleep(rng.random() * 0.05)
+            [t] = await s.translate(real, [real.tokenize(text)], option, 30)
+            return t
+
+        return list(await asyncio.gather(*(send(t, o) for t, o in zip(texts, options, strict=True))))
+
+    got = run(BatchLimits(), body)
+    for text, option, translation in zip(texts, options, got, strict=True):
+        [alone] = real.translate([text], option)
+        assert translation.best.token_ids == alone.best.token_ids, text
+        assert translation.best.score == pytest.approx(alone.best.score, abs=1e-4)
