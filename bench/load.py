@@ -1,9 +1,11 @@
 """Load: a real server under increasing concurrency, with and without cross-request batching, vs the raw engine.
 
     nice -n 0 python bench/load.py [--bundle models/en-de] [--input data/en-de/test.tsv] [--levels 1,4,16,32]
-                                   [--requests 96] [--beam 4] [--threads 2] [--out docs/bench-load]
+                                   [--requests 96] [--beam 4] [--threads 2] [--servers batch,continuous,off]
+                                   [--out docs/bench-load]
 
-For each setting (batching on: the server's defaults; batching off: ``--max-batch-sentences 1``) the script
+For each server (batch: the batch scheduler with the server's defaults; continuous: ``--scheduler continuous``;
+off: the batch scheduler with ``--max-batch-sentences 1``) the script
 starts ``python -m service`` on 127.0.0.1, then for each concurrency level runs a closed loop: that many
 asyncio httpx clients, each sending one test sentence per request and the next as soon as it is answered,
 until ``--requests`` requests are answered (or ``--deadline`` seconds pass). It reports throughput
@@ -55,6 +57,43 @@ def cpu_split(before: dict[int, float], after: dict[int, float], main: int) -> t
     return loop, sum(spent.values())
 
 
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection for the load generator: a request costs this process tens of
+    microseconds, so the clients measure the server, not themselves."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str):
+        self.reader, self.writer, self.host = reader, writer, host
+
+    @classmethod
+    async def open(cls, url: str) -> RawConnection:
+        host, _, port = url.removeprefix("http://").partition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        return cls(reader, writer, host)
+
+    async def post(self, path: str, body: dict[str, Any]) -> int:
+        """POST a JSON body; the response's status (its body is read and dropped)."""
+        data = json.dumps(body).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + data)
+        await self.writer.drain()
+        status = int((await self.reader.readline()).split()[1])
+        length = None
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        if length is None:
+            raise ValueError("the response has no Content-Length")
+        await self.reader.readexactly(length)
+        return status
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 async def closed_loop(
     url: str, sentences: list[str], clients: int, requests: int, beam: int, deadline_s: float, server_pid: int
 ) -> dict[str, Any]:
@@ -67,22 +106,29 @@ async def closed_loop(
         deadline = time.monotonic() + deadline_s
 
         async def one_client() -> None:
+            # A keep-alive connection spoken to in plain HTTP/1.1: httpx cost this process ~3 ms of CPU per
+            # request at 64 clients and saturated its core while the server idled (docs/bench-load-fake-gpu.md).
             nonlocal sent
-            while sent < requests and time.monotonic() < deadline:
-                text = sentences[sent % len(sentences)]
-                sent += 1
-                started = time.perf_counter()
-                try:
-                    r = await client.post(
-                        "/translate",
-                        json={"text": text, "beam_size": beam, "no_repeat_ngram_size": 0, "length_penalty": 1.0},
-                    )
-                    if r.status_code == 200:
+            connection = await RawConnection.open(url)
+            try:
+                while sent < requests and time.monotonic() < deadline:
+                    text = sentences[sent % len(sentences)]
+                    sent += 1
+                    started = time.perf_counter()
+                    body = {"text": text, "beam_size": beam, "no_repeat_ngram_size": 0, "length_penalty": 1.0}
+                    try:
+                        status = await connection.post("/translate", body)
+                    except (OSError, asyncio.IncompleteReadError, ValueError) as err:
+                        failures[type(err).__name__] = failures.get(type(err).__name__, 0) + 1
+                        connection.close()
+                        connection = await RawConnection.open(url)
+                        continue
+                    if status == 200:
                         latencies.append(time.perf_counter() - started)
                     else:
-                        failures[str(r.status_code)] = failures.get(str(r.status_code), 0) + 1
-                except httpx.HTTPError as err:
-                    failures[type(err).__name__] = failures.get(type(err).__name__, 0) + 1
+                        failures[str(status)] = failures.get(str(status), 0) + 1
+            finally:
+                connection.close()
 
         server_cpu0, client_cpu0 = thread_cpu_seconds(server_pid), time.process_time()
         started = time.perf_counter()
@@ -137,7 +183,7 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> bool:
         clients = [r["clients"] for r in levels]
         left.plot(clients, [r["sentences_per_s"] for r in levels], marker="o", label=f"server, {name}")
         right.plot(clients, [r["p95_ms"] for r in levels], marker="o", label=f"p95, {name}")
-    on = results.get("batching on", [])
+    on = results.get("batch", [])
     if on:
         left.plot([r["clients"] for r in on], [r["engine_sentences_per_s"] for r in on], "k--", label="raw engine")
     for ax in (left, right):
@@ -163,6 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-wait-ms", help="MT_MAX_WAIT_MS of the batching-on server (default: the server's)")
     parser.add_argument("--inflight-batches", help="MT_INFLIGHT_BATCHES of the servers (default: the server's)")
+    parser.add_argument(
+        "--fake-gpu",
+        action="store_true",
+        help="serve the tests' fake engine with H100-like step costs (tests/service/fake_engine.py GPU_LIKE) "
+        "instead of --bundle: what the schedulers do with an engine whose step time barely grows with its batch",
+    )
+    parser.add_argument(
+        "--servers",
+        default="batch,off",
+        help="servers to measure, in order: batch (the batch scheduler, the default), continuous "
+        "(--scheduler continuous), off (batch scheduler, one sentence a batch)",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
     args = parser.parse_args(argv)
 
@@ -171,18 +229,41 @@ def main(argv: list[str] | None = None) -> int:
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()
     sentences = [line.split("\t")[0] for line in lines if line.strip()][: max(args.requests, 1)]
     levels = [int(c) for c in args.levels.split(",")]
-    engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+    work_dir = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    engine: Any
+    if args.fake_gpu:
+        from tests.service.fake_engine import GPU_LIKE, FakeLoader, write_fake_bundle
+
+        args.bundle = str(write_fake_bundle(work_dir / "fake-gpu", **GPU_LIKE))
+        engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
+    else:
+        engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
     engine.warmup()
     ids = [engine.tokenize(s) for s in sentences]
     wait = ["--max-wait-ms", args.max_wait_ms] if args.max_wait_ms is not None else []
     inflight = ["--inflight-batches", args.inflight_batches] if args.inflight_batches is not None else []
-    settings = {"batching on": wait, "batching off": ["--max-batch-sentences", "1"]}
+    known = {
+        "batch": ["--scheduler", "batch", *wait],
+        "continuous": ["--scheduler", "continuous"],
+        "off": ["--scheduler", "batch", "--max-batch-sentences", "1"],
+    }
+    names = args.servers.split(",")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"--servers {unknown}: choose from {', '.join(known)}")
+    settings = {name: known[name] for name in names}
+    best_batch, best_rate = max(
+        ((b, engine_rate(engine, ids, b, args.beam, max(args.requests, 2 * b))) for b in (16, 32, 64)),
+        key=lambda pair: pair[1],
+    )
+    print(f"raw engine at its best batch ({best_batch}): {best_rate:.1f} sent/s", flush=True)
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--log-level", "warning", *inflight, *extra]
             results[name] = []
-            with server_process(Path(args.bundle), Path(tmp) / f"{name}.log", flags=flags) as server:
+            log_path = Path(tmp) / f"{name}.log"
+            with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
                 for clients in levels:
                     level = run_loop(
                         closed_loop(server.url, sentences, clients, args.requests, args.beam, args.deadline, server.pid)
@@ -191,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     level["engine_batch"] = batch
                     level["engine_sentences_per_s"] = engine_rate(engine, ids, batch, args.beam, args.requests)
                     level["server_over_engine"] = level["sentences_per_s"] / level["engine_sentences_per_s"]
+                    level["server_over_best_engine"] = level["sentences_per_s"] / best_rate
                     results[name].append(level)
                     print(
                         f"{name}, {clients:>3} clients: {level['sentences_per_s']:6.1f} sent/s, "
@@ -201,38 +283,49 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
     manifest = engine.manifest
-    arch = manifest["architecture"]
+    if args.fake_gpu:
+        bundle_text, model_text = "the fake engine with H100-like step costs", str(manifest.get("fake"))
+    else:
+        arch = manifest["architecture"]
+        bundle_text = (
+            f"{manifest['name']} {manifest['version']} ({manifest['export']['dtype']}, "
+            f"quantize {manifest['export']['quantize']})"
+        )
+        model_text = f"d{arch['d_model']} {arch['encoder_layers']}+{arch['decoder_layers']} layers"
     setup = {
-        "bundle": f"{manifest['name']} {manifest['version']} ({manifest['export']['dtype']}, "
-        f"quantize {manifest['export']['quantize']})",
-        "model": f"d{arch['d_model']} {arch['encoder_layers']}+{arch['decoder_layers']} layers",
+        "bundle": bundle_text,
+        "model": model_text,
         "input": args.input,
         "requests_per_level": args.requests,
         "beam": args.beam,
         "threads": args.threads,
         "max_wait_ms": args.max_wait_ms,
         "inflight_batches": args.inflight_batches,
+        "engine_best_batch": best_batch,
+        "engine_best_sentences_per_s": best_rate,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
     table = [
-        "| batching | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
-        "| server / engine | gain from batching |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| server | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
+        f"| server / engine | server / engine at its best batch ({best_batch}: {best_rate:.0f} sent/s) "
+        "| gain from batching |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    off = {r["clients"]: r for r in results.get("batching off", [])}
+    off = {r["clients"]: r for r in results.get("off", [])}
     for name, rows in results.items():
         for r in rows:
             gain = ""
-            if name == "batching on" and r["clients"] in off:
+            if name != "off" and r["clients"] in off:
                 gain = f"{r['sentences_per_s'] / off[r['clients']]['sentences_per_s']:.2f}x"
             table.append(
-                f"| {name.split()[1]} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['p50_ms']:.0f} "
+                f"| {name} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['p50_ms']:.0f} "
                 f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} "
-                f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} | {gain} |"
+                f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} "
+                f"| {r['server_over_best_engine']:.2f} | {gain} |"
             )
     cpu_table = [
-        "| batching | clients | client CPU | server event loop | server other threads | rest (idle, other processes) | "
+        "| server | clients | client CPU | server event loop | server other threads | rest (idle, other processes) | "
         "event loop ms/request | other threads ms/request |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -241,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             capacity, answered = r["cpu_capacity_s"], max(1, r["answered"])
             used = r["client_cpu_s"] + r["server_loop_cpu_s"] + r["server_other_cpu_s"]
             cpu_table.append(
-                f"| {name.split()[1]} | {r['clients']} | {r['client_cpu_s'] / capacity:.0%} "
+                f"| {name} | {r['clients']} | {r['client_cpu_s'] / capacity:.0%} "
                 f"| {r['server_loop_cpu_s'] / capacity:.0%} | {r['server_other_cpu_s'] / capacity:.0%} "
                 f"| {max(0.0, 1 - used / capacity):.0%} | {1000 * r['server_loop_cpu_s'] / answered:.2f} "
                 f"| {1000 * r['server_other_cpu_s'] / answered:.2f} |"
@@ -257,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             f"sentence per request ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
             f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
             f"{setup['machine']['cpus']} CPUs (127.0.0.1)"
-            + (f"; batching on with --max-wait-ms {args.max_wait_ms}" if args.max_wait_ms is not None else "")
+            + (f"; the batch scheduler with --max-wait-ms {args.max_wait_ms}" if args.max_wait_ms is not None else "")
             + (f"; --inflight-batches {args.inflight_batches}." if args.inflight_batches is not None else "."),
             "",
             *table,

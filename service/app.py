@@ -26,6 +26,21 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
+
+def scheduler_kind(settings: Settings) -> str:
+    """``MT_SCHEDULER``, with ``auto`` resolved: continuous batching where the engine will run on CUDA (a step
+    costs nearly the same for 1 or 64 sentences there), whole batches on the CPU (docs/scheduler.md)."""
+    if settings.scheduler != "auto":
+        return settings.scheduler
+    from inference.engine import EngineError, choose_providers
+
+    try:
+        on_gpu = choose_providers(settings.provider)[0] == "CUDAExecutionProvider"
+    except EngineError:
+        on_gpu = False  # the model load reports it
+    return "continuous" if on_gpu else "batch"
+
+
 STATIC_DIR = Path(__file__).parent / "static"
 
 API_DESCRIPTION = """
@@ -67,7 +82,7 @@ def create_app(
     service = ServiceState(
         settings=settings,
         metrics=metrics,
-        batcher=Scheduler(limits, metrics) if settings.scheduler == "continuous" else Batcher(limits, metrics),
+        batcher=Scheduler(limits, metrics) if scheduler_kind(settings) == "continuous" else Batcher(limits, metrics),
         slot=ModelSlot(engine_loader, settings.provider, settings.threads, metrics),
     )
 

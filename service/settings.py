@@ -43,11 +43,12 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a batch's first sentence waits for company before it runs anyway.",
     )
-    scheduler: Literal["batch", "continuous"] = Field(
-        "batch",
-        description="batch: whole batches, each decoded to its last sentence (service/batcher.py); continuous: "
-        "sentences join and leave the engine's running sets between decoder steps (service/scheduler.py; "
-        "not measured under load yet, docs/inference-core.md).",
+    scheduler: Literal["auto", "batch", "continuous"] = Field(
+        "auto",
+        description="continuous: sentences join and leave the engine's running sets between decoder steps "
+        "(service/scheduler.py); batch: whole batches, each decoded to its last sentence (service/batcher.py); "
+        "auto: continuous on a GPU, batch on the CPU, where batch measured faster at 16-32 clients "
+        "(docs/scheduler.md).",
     )
     inflight_batches: int = Field(
         2,

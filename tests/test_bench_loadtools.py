@@ -55,3 +55,30 @@ def test_report_names_keep_dotted_stems(tmp_path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench-load-0.4.0.json", "bench-load-0.4.0.md"]
     assert report_path(tmp_path / "x-1.2.md", ".json") == tmp_path / "x-1.2.json"
     assert report_path("docs/peers", ".png") == report_path("docs/peers.json", ".png")
+
+
+def test_the_raw_load_client_speaks_http_to_the_real_server(tmp_path) -> None:
+    """bench/load.py's keep-alive HTTP/1.1 client against a real uvicorn (fake engine): statuses are read, the
+    connection is reused, a response's body is consumed so the next one parses."""
+    import asyncio
+
+    from bench.load import RawConnection
+    from bench.loadtools import server_process
+    from tests.service.fake_engine import write_fake_bundle
+
+    bundle = write_fake_bundle(tmp_path / "fake")
+    with server_process(bundle, tmp_path / "server.log", fake=True) as server:
+
+        async def talk() -> list[int]:
+            connection = await RawConnection.open(server.url)
+            try:
+                return [
+                    await connection.post("/translate", {"text": "one two three"}),
+                    await connection.post("/translate", {"text": ""}),
+                    await connection.post("/translate", {"text": "again", "beam_size": 0}),
+                    await connection.post("/translate", {"text": "and again"}),
+                ]
+            finally:
+                connection.close()
+
+        assert asyncio.run(talk()) == [200, 200, 422, 200]

@@ -199,3 +199,18 @@ def test_real_engine_sentences_admitted_mid_run_translate_as_alone(tiny_bundle: 
         [alone] = real.translate([text], option)
         assert translation.best.token_ids == alone.best.token_ids, text
         assert translation.best.score == pytest.approx(alone.best.score, abs=1e-4)
+
+
+def test_auto_picks_continuous_batching_on_a_gpu_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import inference.engine
+    from service.app import scheduler_kind
+    from service.settings import Settings
+
+    def settings(**values: object) -> Settings:
+        return Settings.model_validate({"bundle": tmp_path, **values})
+
+    assert scheduler_kind(settings(scheduler="continuous")) == "continuous"
+    assert scheduler_kind(settings(scheduler="batch", provider="cuda")) == "batch"
+    assert scheduler_kind(settings(provider="cpu")) == "batch"
+    monkeypatch.setattr(inference.engine, "choose_providers", lambda requested: ["CUDAExecutionProvider"])
+    assert scheduler_kind(settings()) == "continuous"
