@@ -87,12 +87,15 @@ class BatchLimits:
 
 
 @dataclass(eq=False)
-class _Job:
-    """One request's sentences; its future resolves when all are translated, or at a failure."""
+class Job:
+    """One request's sentences; its future resolves when all are translated, or at a failure (both schedulers;
+    called on the event loop)."""
 
     future: asyncio.Future[list[Translation]]
     results: list[Translation | None]
     remaining: int
+    abandoned: bool = False
+    """Nobody waits any more (failure, timeout, client gone): sentences not yet decoded need not be."""
 
     def deliver(self, index: int, translation: Translation) -> None:
         if self.future.done():  # failed, timed out or cancelled: nobody waits for it
@@ -103,13 +106,14 @@ class _Job:
             self.future.set_result([t for t in self.results if t is not None])
 
     def fail(self, error: Exception) -> None:
+        self.abandoned = True
         if not self.future.done():
             self.future.set_exception(error)
 
 
 @dataclass(eq=False)
 class _Item:
-    job: _Job
+    job: Job
     index: int
     ids: list[int]
     tokens: int
@@ -171,7 +175,7 @@ class Batcher:
             raise TooManySentences(n, limit)
         if self._depth + n > limit:
             raise QueueFull(self._depth, n, limit, self._retry_after())
-        job = _Job(asyncio.get_running_loop().create_future(), [None] * n, n)
+        job = Job(asyncio.get_running_loop().create_future(), [None] * n, n)
         group = self._groups.setdefault((id(engine), options), _Group(engine, options))
         now = time.monotonic()
         cap = engine.max_source_pieces
@@ -332,7 +336,7 @@ class Batcher:
             m.sentences.inc(len(items))
         return results
 
-    def _discard(self, job: _Job) -> None:
+    def _discard(self, job: Job) -> None:
         """Drop a finished or abandoned request's sentences that are still queued."""
         removed = 0
         for key, group in list(self._groups.items()):

@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from core.translation import DecodeOptions, Translation
-from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueFull, RequestTimeout, TooManySentences
+from service.batcher import (
+    BatcherClosed,
+    BatchFailed,
+    BatchLimits,
+    Job,
+    QueueFull,
+    RequestTimeout,
+    TooManySentences,
+)
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -58,33 +66,8 @@ class StepEngine(Protocol):
 
 
 @dataclass(eq=False)
-class _Job:
-    """One request's sentences; resolved on the event loop when all are translated, or at a failure."""
-
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[list[Translation]]
-    results: list[Translation | None]
-    remaining: int
-    abandoned: bool = False
-    """Set when nobody waits any more (timeout, client gone, failure): its sentences leave."""
-
-    def deliver(self, index: int, translation: Translation) -> None:  # on the event loop
-        if self.future.done():
-            return
-        self.results[index] = translation
-        self.remaining -= 1
-        if self.remaining == 0:
-            self.future.set_result([t for t in self.results if t is not None])
-
-    def fail(self, error: Exception) -> None:  # on the event loop
-        self.abandoned = True
-        if not self.future.done():
-            self.future.set_exception(error)
-
-
-@dataclass(eq=False)
 class _Item:
-    job: _Job
+    job: Job
     index: int
     ids: list[int]
     tokens: int
@@ -116,7 +99,7 @@ class Scheduler:
         self._depth = 0
         self._keys = itertools.count(1)
         self._closing = False
-        self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._rate = 0.0  # sentences per second delivered recently, for Retry-After
         self._rate_window: tuple[float, int] = (time.monotonic(), 0)
 
@@ -126,7 +109,8 @@ class Scheduler:
         return self._depth
 
     def start(self) -> None:
-        self._started = True
+        """Called on the event loop that will await the translations: the workers post results to it."""
+        self._loop = asyncio.get_running_loop()
 
     def check_room(self, sentences: int) -> None:
         limit = self.limits.max_queue
@@ -139,15 +123,14 @@ class Scheduler:
         """Translate ``batch`` (source ids per sentence) on ``engine``: one Translation each."""
         if not batch:
             return []
-        if self._closing or not self._started:
+        if self._closing or self._loop is None:
             raise BatcherClosed("the server is shutting down")
         n, limit = len(batch), self.limits.max_queue
         if n > limit:
             raise TooManySentences(n, limit)
         if self._depth + n > limit:
             raise QueueFull(self._depth, n, limit, self._retry_after())
-        loop = asyncio.get_running_loop()
-        job = _Job(loop, loop.create_future(), [None] * n, n)
+        job = Job(self._loop.create_future(), [None] * n, n)
         now, cap = time.monotonic(), engine.max_source_pieces
         items = [_Item(job, i, list(ids), min(len(ids), cap) + 1, options, now) for i, ids in enumerate(batch)]
         with self._cond:
@@ -186,7 +169,7 @@ class Scheduler:
         with self._cond:
             for lane in self._lanes.values():
                 for item in lane.waiting:
-                    _post(item.job, item.job.fail, BatcherClosed("the server is shutting down"))
+                    _post(self._loop, item.job.fail, BatcherClosed("the server is shutting down"))
                 lane.waiting.clear()
             self._set_depth(0)
 
@@ -226,13 +209,13 @@ class Scheduler:
                 self._observe_step(size, tokens, time.monotonic() - started)
                 for key, translation in done:
                     item = items.pop(key)
-                    _post(item.job, item.job.deliver, item.index, translation)
+                    _post(self._loop, item.job.deliver, item.index, translation)
                 self._count(len(done), [t for _, t in done])
         except Exception as err:  # a bug here must not hang the requests it holds
             log.exception("scheduler: a worker failed")
             failure = BatchFailed(f"internal error while decoding: {err!r}")
             for item in items.values():
-                _post(item.job, item.job.fail, failure)
+                _post(self._loop, item.job.fail, failure)
         finally:
             with self._cond:
                 lane.workers -= 1
@@ -276,7 +259,7 @@ class Scheduler:
                     running.admit([(item.key, item.ids, item.options)])
                     accepted.append(item)
                 except ValueError as err:
-                    _post(item.job, item.job.fail, BatchFailed(f"bad input: {err}"))
+                    _post(self._loop, item.job.fail, BatchFailed(f"bad input: {err}"))
         mid_run = bool(items)
         for item in accepted:
             item.admitted = now
@@ -305,15 +288,15 @@ class Scheduler:
                 while pending:
                     for key, translation in running.step():
                         item = pending.pop(key)
-                        _post(job, job.deliver, item.index, translation)
+                        _post(self._loop, job.deliver, item.index, translation)
             except Exception as err:
                 log.exception("a request's %d sentences failed on their own", len(group))
                 failure = BatchFailed(f"the engine failed on this request's sentences: {err!r}")
-                _post(job, job.fail, failure)
+                _post(self._loop, job.fail, failure)
 
     # -- bookkeeping --------------------------------------------------------------------------
 
-    def _abandon(self, job: _Job) -> None:
+    def _abandon(self, job: Job) -> None:
         job.abandoned = True
         with self._cond:
             self._cond.notify_all()
@@ -350,9 +333,10 @@ class Scheduler:
             self.metrics.queue_depth.set(depth)
 
 
-def _post(job: _Job, callback: object, *args: object) -> None:
-    """Run ``callback(*args)`` on the job's event loop (from a worker thread); a closed loop has nobody to tell."""
+def _post(loop: asyncio.AbstractEventLoop | None, callback: object, *args: object) -> None:
+    """Run ``callback(*args)`` on the event loop (from a worker thread); a closed loop has nobody to tell."""
     try:
-        job.loop.call_soon_threadsafe(callback, *args)  # type: ignore[arg-type]
+        assert loop is not None
+        loop.call_soon_threadsafe(callback, *args)  # type: ignore[arg-type]
     except RuntimeError:
         pass
