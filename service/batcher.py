@@ -127,29 +127,21 @@ class _Group:
     items: list[_Item] = field(default_factory=list)  # in arrival order
 
 
-class Batcher:
+class QueueBound:
+    """The queue bound both schedulers keep: its depth (and gauge), early refusal, Retry-After from the rate."""
+
     def __init__(self, limits: BatchLimits, metrics: Metrics | None = None):
-        self.limits = limits
-        self.metrics = metrics
-        self._groups: dict[tuple[int, DecodeOptions], _Group] = {}
-        self._depth = 0
-        self._wakeup = asyncio.Event()
-        self._closing = False
-        self._task: asyncio.Task[None] | None = None
         if limits.inflight < 1:
             raise ValueError(f"inflight={limits.inflight} must be at least 1")
-        self._executor = ThreadPoolExecutor(max_workers=limits.inflight, thread_name_prefix="mt-inference")
-        self._slots = asyncio.Semaphore(limits.inflight)
-        self._running: set[asyncio.Task[None]] = set()
-        self._rate = 0.0  # sentences per second of recent batches, for Retry-After
+        self.limits = limits
+        self.metrics = metrics
+        self._depth = 0
+        self._rate = 0.0  # sentences per second recently decoded, for Retry-After
 
     @property
     def depth(self) -> int:
         """Sentences waiting, not yet decoding."""
         return self._depth
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._schedule(), name="mt-batcher")
 
     def check_room(self, sentences: int) -> None:
         """QueueFull now if ``sentences`` more cannot be queued: lets a request be refused before the
@@ -157,6 +149,39 @@ class Batcher:
         limit = self.limits.max_queue
         if 0 < sentences <= limit and self._depth + sentences > limit:
             raise QueueFull(self._depth, sentences, limit, self._retry_after())
+
+    def _check_admission(self, sentences: int) -> None:
+        """TooManySentences or QueueFull for a request of ``sentences`` that cannot be queued now."""
+        limit = self.limits.max_queue
+        if sentences > limit:
+            raise TooManySentences(sentences, limit)
+        if self._depth + sentences > limit:
+            raise QueueFull(self._depth, sentences, limit, self._retry_after())
+
+    def _retry_after(self) -> int:
+        if self._rate <= 0:
+            return 1
+        return max(1, min(60, math.ceil(self._depth / self._rate)))
+
+    def _set_depth(self, depth: int) -> None:
+        self._depth = depth
+        if self.metrics:
+            self.metrics.queue_depth.set(depth)
+
+
+class Batcher(QueueBound):
+    def __init__(self, limits: BatchLimits, metrics: Metrics | None = None):
+        super().__init__(limits, metrics)
+        self._groups: dict[tuple[int, DecodeOptions], _Group] = {}
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=limits.inflight, thread_name_prefix="mt-inference")
+        self._slots = asyncio.Semaphore(limits.inflight)
+        self._running: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._schedule(), name="mt-batcher")
 
     async def translate(
         self,
@@ -170,11 +195,8 @@ class Batcher:
             return []
         if self._closing or self._task is None:
             raise BatcherClosed("the server is shutting down")
-        n, limit = len(batch), self.limits.max_queue
-        if n > limit:
-            raise TooManySentences(n, limit)
-        if self._depth + n > limit:
-            raise QueueFull(self._depth, n, limit, self._retry_after())
+        n = len(batch)
+        self._check_admission(n)
         job = Job(asyncio.get_running_loop().create_future(), [None] * n, n)
         group = self._groups.setdefault((id(engine), options), _Group(engine, options))
         now = time.monotonic()
@@ -347,16 +369,6 @@ class Batcher:
                 del self._groups[key]
         if removed:
             self._set_depth(self._depth - removed)
-
-    def _retry_after(self) -> int:
-        if self._rate <= 0:
-            return 1
-        return max(1, min(60, math.ceil(self._depth / self._rate)))
-
-    def _set_depth(self, depth: int) -> None:
-        self._depth = depth
-        if self.metrics:
-            self.metrics.queue_depth.set(depth)
 
 
 def _deliver(items: list[_Item], results: list[Translation]) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -34,9 +33,8 @@ from service.batcher import (
     BatchFailed,
     BatchLimits,
     Job,
-    QueueFull,
+    QueueBound,
     RequestTimeout,
-    TooManySentences,
 )
 from service.metrics import Metrics
 
@@ -86,36 +84,21 @@ class _Lane:
     workers: int = 0
 
 
-class Scheduler:
+class Scheduler(QueueBound):
     """Same interface as service.batcher.Batcher; decodes with running sets instead of whole batches."""
 
     def __init__(self, limits: BatchLimits, metrics: Metrics | None = None):
-        if limits.inflight < 1:
-            raise ValueError(f"inflight={limits.inflight} must be at least 1")
-        self.limits = limits
-        self.metrics = metrics
+        super().__init__(limits, metrics)
         self._cond = threading.Condition()
         self._lanes: dict[int, _Lane] = {}
-        self._depth = 0
         self._keys = itertools.count(1)
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._rate = 0.0  # sentences per second delivered recently, for Retry-After
         self._rate_window: tuple[float, int] = (time.monotonic(), 0)
-
-    @property
-    def depth(self) -> int:
-        """Sentences waiting, not yet admitted into a running set."""
-        return self._depth
 
     def start(self) -> None:
         """Called on the event loop that will await the translations: the workers post results to it."""
         self._loop = asyncio.get_running_loop()
-
-    def check_room(self, sentences: int) -> None:
-        limit = self.limits.max_queue
-        if 0 < sentences <= limit and self._depth + sentences > limit:
-            raise QueueFull(self._depth, sentences, limit, self._retry_after())
 
     async def translate(
         self, engine: StepEngine, batch: Sequence[list[int]], options: DecodeOptions, timeout_s: float
@@ -125,11 +108,8 @@ class Scheduler:
             return []
         if self._closing or self._loop is None:
             raise BatcherClosed("the server is shutting down")
-        n, limit = len(batch), self.limits.max_queue
-        if n > limit:
-            raise TooManySentences(n, limit)
-        if self._depth + n > limit:
-            raise QueueFull(self._depth, n, limit, self._retry_after())
+        n = len(batch)
+        self._check_admission(n)
         job = Job(self._loop.create_future(), [None] * n, n)
         now, cap = time.monotonic(), engine.max_source_pieces
         items = [_Item(job, i, list(ids), min(len(ids), cap) + 1, options, now) for i, ids in enumerate(batch)]
@@ -321,16 +301,6 @@ class Scheduler:
         if self.metrics and done:
             self.metrics.sentences.inc(done)
             self.metrics.generated_tokens.inc(sum(len(t.hypotheses[0].token_ids) for t in translations if t.hypotheses))
-
-    def _retry_after(self) -> int:
-        if self._rate <= 0:
-            return 1
-        return max(1, min(60, math.ceil(self._depth / self._rate)))
-
-    def _set_depth(self, depth: int) -> None:
-        self._depth = depth
-        if self.metrics:
-            self.metrics.queue_depth.set(depth)
 
 
 def _post(loop: asyncio.AbstractEventLoop | None, callback: object, *args: object) -> None:
