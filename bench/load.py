@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -94,10 +95,45 @@ class RawConnection:
         self.writer.close()
 
 
+LENGTH_BUCKETS = ((1, 10), (11, 30), (31, 100))
+"""Words per request in ``--mixed`` runs, one third of the requests each."""
+
+
+def mixed_texts(sentences: list[str], count: int, seed: int = 0) -> list[str]:
+    """``count`` texts of 1 to 100 running words of the test set, lengths spread evenly over LENGTH_BUCKETS."""
+    words = " ".join(sentences).split()
+    rng = random.Random(seed)
+    texts = []
+    for i in range(count):
+        low, high = LENGTH_BUCKETS[i % len(LENGTH_BUCKETS)]
+        length = rng.randint(low, high)
+        start = rng.randrange(0, max(1, len(words) - length))
+        texts.append(" ".join(words[start : start + length]))
+    rng.shuffle(texts)
+    return texts
+
+
+def p50_by_length(timed: list[tuple[int, float]]) -> dict[str, float]:
+    """Median latency (ms) of the answered requests of each LENGTH_BUCKETS range of words."""
+    return {
+        f"{low}-{high}": 1000 * percentile([t for n, t in timed if low <= n <= high], 50)
+        for low, high in LENGTH_BUCKETS
+    }
+
+
 async def closed_loop(
-    url: str, sentences: list[str], clients: int, requests: int, beam: int, deadline_s: float, server_pid: int
+    url: str,
+    sentences: list[str],
+    clients: int,
+    requests: int,
+    beam: int,
+    deadline_s: float,
+    server_pid: int,
+    whole: bool = False,
 ) -> dict[str, Any]:
+    """``whole``: each text is one sentence (``split_sentences`` off), as ``--mixed`` sends them."""
     latencies: list[float] = []
+    timed: list[tuple[int, float]] = []  # (words, seconds) per answered request
     failures: dict[str, int] = {}
     sent = 0
     limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
@@ -116,6 +152,8 @@ async def closed_loop(
                     sent += 1
                     started = time.perf_counter()
                     body = {"text": text, "beam_size": beam, "no_repeat_ngram_size": 0, "length_penalty": 1.0}
+                    if whole:
+                        body["split_sentences"] = False
                     try:
                         status = await connection.post("/translate", body)
                     except (OSError, asyncio.IncompleteReadError, ValueError) as err:
@@ -125,6 +163,7 @@ async def closed_loop(
                         continue
                     if status == 200:
                         latencies.append(time.perf_counter() - started)
+                        timed.append((len(text.split()), latencies[-1]))
                     else:
                         failures[str(status)] = failures.get(str(status), 0) + 1
             finally:
@@ -149,6 +188,7 @@ async def closed_loop(
         "p50_ms": 1000 * percentile(latencies, 50),
         "p95_ms": 1000 * percentile(latencies, 95),
         "p99_ms": 1000 * percentile(latencies, 99),
+        "p50_ms_by_words": p50_by_length(timed),
         "batches": batches,
         "mean_batch": (b_sum1 - b_sum0) / batches if batches else 0.0,
         "client_cpu_s": client_cpu,
@@ -221,20 +261,27 @@ def main(argv: list[str] | None = None) -> int:
         help="servers to measure, in order: batch (the batch scheduler, the default), continuous "
         "(--scheduler continuous), off (batch scheduler, one sentence a batch)",
     )
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="requests of 1 to 100 words (a third each of 1-10, 11-30, 31-100; one sentence each) instead of "
+        "test sentences; adds p50 latency by length",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
     args = parser.parse_args(argv)
 
     from inference.engine import Engine
 
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()
-    sentences = [line.split("\t")[0] for line in lines if line.strip()][: max(args.requests, 1)]
+    sentences = [line.split("\t")[0] for line in lines if line.strip()]
+    sentences = mixed_texts(sentences, max(args.requests, 1)) if args.mixed else sentences[: max(args.requests, 1)]
     levels = [int(c) for c in args.levels.split(",")]
     work_dir = Path(tempfile.mkdtemp(prefix="bench-load-"))
     engine: Any
     if args.fake_gpu:
         from tests.service.fake_engine import GPU_LIKE, FakeLoader, write_fake_bundle
 
-        args.bundle = str(write_fake_bundle(work_dir / "fake-gpu", **GPU_LIKE))
+        args.bundle = str(write_fake_bundle(work_dir / "fake-gpu", **GPU_LIKE, max_source_pieces=255))
         engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
     else:
         engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
@@ -266,7 +313,16 @@ def main(argv: list[str] | None = None) -> int:
             with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
                 for clients in levels:
                     level = run_loop(
-                        closed_loop(server.url, sentences, clients, args.requests, args.beam, args.deadline, server.pid)
+                        closed_loop(
+                            server.url,
+                            sentences,
+                            clients,
+                            args.requests,
+                            args.beam,
+                            args.deadline,
+                            server.pid,
+                            whole=args.mixed,
+                        )
                     )
                     batch = max(1, round(level["mean_batch"]))
                     level["engine_batch"] = batch
@@ -301,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": args.threads,
         "max_wait_ms": args.max_wait_ms,
         "inflight_batches": args.inflight_batches,
+        "mixed_lengths": args.mixed,
         "engine_best_batch": best_batch,
         "engine_best_sentences_per_s": best_rate,
         "machine": machine(),
@@ -339,6 +396,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {max(0.0, 1 - used / capacity):.0%} | {1000 * r['server_loop_cpu_s'] / answered:.2f} "
                 f"| {1000 * r['server_other_cpu_s'] / answered:.2f} |"
             )
+    length_table: list[str] = []
+    if args.mixed:
+        ranges = [f"{low}-{high}" for low, high in LENGTH_BUCKETS]
+        length_table = [
+            "Median latency by request length (words), the requests of each range answered at that level:",
+            "",
+            "| server | clients | " + " | ".join(f"p50 ms, {r} words" for r in ranges) + " |",
+            "|---|---:|" + "---:|" * len(ranges),
+        ]
+        for name, rows in results.items():
+            for r in rows:
+                cells = " | ".join(f"{r['p50_ms_by_words'][k]:.0f}" for k in ranges)
+                length_table.append(f"| {name} | {r['clients']} | {cells} |")
+        length_table.append("")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     has_plot = plot(results, report_path(out, ".png"))
@@ -346,8 +417,13 @@ def main(argv: list[str] | None = None) -> int:
         [
             "# Server under load: throughput and latency by concurrency",
             "",
-            f"Generated by `bench/load.py` on {setup['date']}: {setup['bundle']}, {setup['model']}, one test "
-            f"sentence per request ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
+            f"Generated by `bench/load.py` on {setup['date']}: {setup['bundle']}, {setup['model']}, "
+            + (
+                "one text of 1-100 running words per request, as one sentence"
+                if args.mixed
+                else "one test sentence per request"
+            )
+            + f" ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
             f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
             f"{setup['machine']['cpus']} CPUs (127.0.0.1)"
             + (f"; the batch scheduler with --max-wait-ms {args.max_wait_ms}" if args.max_wait_ms is not None else "")
@@ -355,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *table,
             "",
+            *length_table,
             "Where the CPU went during each level, as shares of all CPUs over the level's wall time (from "
             "/proc: the load generator's process, the server's main thread, which runs the event loop with HTTP, "
             "JSON and validation, and the server's other threads: batcher, tokenization pool, onnxruntime):",

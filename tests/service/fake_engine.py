@@ -220,7 +220,7 @@ class FakeLoader:
             raise BundleError(f"{bundle}/manifest.json is missing: not a model bundle") from err
         except json.JSONDecodeError as err:
             raise BundleError(f"{bundle}/manifest.json is corrupt ({err}); re-export it") from err
-        engine = FakeEngine(manifest)
+        engine = FakeEngine(manifest, int(manifest.get("fake", {}).get("max_source_pieces", 32)))
         self.engines.append(engine)
         return engine
 
