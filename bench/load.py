@@ -136,8 +136,7 @@ async def closed_loop(
     timed: list[tuple[int, float]] = []  # (words, seconds) per answered request
     failures: dict[str, int] = {}
     sent = 0
-    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:  # /metrics only; requests go raw
         before = (await client.get("/metrics")).text
         deadline = time.monotonic() + deadline_s
 
@@ -276,12 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     sentences = [line.split("\t")[0] for line in lines if line.strip()]
     sentences = mixed_texts(sentences, max(args.requests, 1)) if args.mixed else sentences[: max(args.requests, 1)]
     levels = [int(c) for c in args.levels.split(",")]
-    work_dir = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    work = tempfile.TemporaryDirectory(prefix="bench-load-")  # removed when main returns
     engine: Any
     if args.fake_gpu:
         from tests.service.fake_engine import GPU_LIKE, FakeLoader, write_fake_bundle
 
-        args.bundle = str(write_fake_bundle(work_dir / "fake-gpu", **GPU_LIKE, max_source_pieces=255))
+        args.bundle = str(write_fake_bundle(Path(work.name) / "fake-gpu", **GPU_LIKE, max_source_pieces=255))
         engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
     else:
         engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)

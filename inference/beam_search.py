@@ -134,11 +134,6 @@ class BeamSearch:
     def keys(self) -> list[Hashable]:
         return [s.key for s in self._running]
 
-    @property
-    def rows(self) -> int:
-        """Hypothesis rows the next step will run (sentences x widest alive beam)."""
-        return len(self._running) * max((len(s.alive) for s in self._running), default=0)
-
     def admit(self, entries: Iterable[tuple[Hashable, list[int], SearchOptions]]) -> None:
         """Add sentences (key, source ids without EOS, options); they take their first step with the next."""
         entries = list(entries)

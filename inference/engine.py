@@ -211,11 +211,6 @@ class RunningSet:
         """Sentences admitted and not yet returned."""
         return len(self.search) + len(self._ready)
 
-    @property
-    def rows(self) -> int:
-        """Hypothesis rows the next step runs."""
-        return self.search.rows
-
     def admit(self, items: Iterable[tuple[Hashable, str | list[int], DecodeOptions]]) -> None:
         """Add sentences (key, text or source ids without EOS, options); ValueError for bad ids or options,
         before anything is admitted."""

@@ -72,7 +72,6 @@ class _Item:
     options: DecodeOptions
     enqueued: float
     key: int = 0
-    admitted: float = 0.0
 
 
 @dataclass(eq=False)
@@ -242,7 +241,6 @@ class Scheduler(QueueBound):
                     _post(self._loop, item.job.fail, BatchFailed(f"bad input: {err}"))
         mid_run = bool(items)
         for item in accepted:
-            item.admitted = now
             items[item.key] = item
         if self.metrics:
             m = self.metrics
