@@ -21,6 +21,7 @@ from pydantic import SecretStr, ValidationError
 from service.app import create_app
 from service.loader import EngineLoader, load_engine
 from service.logs import configure_logging
+from service.models import ConfigurationError
 from service.settings import Settings
 
 log = logging.getLogger("service")
@@ -98,10 +99,14 @@ def main(argv: Sequence[str] | None = None, *, engine_loader: EngineLoader = loa
         fatal.append(reason)
         server.should_exit = True
 
-    app = create_app(settings, engine_loader=engine_loader, on_fatal=on_fatal)
+    try:
+        app = create_app(settings, engine_loader=engine_loader, on_fatal=on_fatal)
+    except ConfigurationError as err:
+        print(f"invalid settings: {err}", file=sys.stderr)
+        return 2
 
     def draining() -> None:
-        app.state.service.slot.draining = True
+        app.state.service.models.draining = True
 
     config = uvicorn.Config(
         app,
@@ -113,7 +118,8 @@ def main(argv: Sequence[str] | None = None, *, engine_loader: EngineLoader = loa
         timeout_graceful_shutdown=int(settings.request_timeout_s) + 5,
     )
     server = _Server(config, draining)
-    log.info("starting on %s:%s with bundle %s", settings.host, settings.port, settings.bundle)
+    bundles = ", ".join(str(slot.bundle) for slot in app.state.service.models.slots)
+    log.info("starting on %s:%s with %s", settings.host, settings.port, bundles)
     # uvicorn re-raises the shutdown signal after its graceful stop; ours makes that a clean exit
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)

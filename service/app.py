@@ -1,4 +1,4 @@
-"""The FastAPI application: ``create_app`` wires settings, model slot, batcher, metrics, routes."""
+"""The FastAPI application: ``create_app`` wires settings, models, batcher, metrics, routes."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from fastapi.staticfiles import StaticFiles
 from service.batcher import Batcher, BatchLimits
 from service.deps import ServiceState
 from service.errors import ERROR_CODES, install_error_handlers
-from service.loader import EngineLoader, LoadFailed, ModelSlot, load_engine
+from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext
+from service.models import Models, bundle_paths
 from service.routes import admin, health, translate
 from service.scheduler import Scheduler
 from service.settings import Settings
@@ -60,18 +61,21 @@ def create_app(
     engine_loader: EngineLoader = load_engine,
     on_fatal: Callable[[str], None] | None = None,
 ) -> FastAPI:
-    """An app serving ``settings.bundle``; the model loads in the background (see /readyz).
+    """An app serving the configured bundles (service/models.py); they load in the background (see /readyz).
 
     ``engine_loader`` builds an engine from a bundle directory (tests pass a fake one).
-    ``on_fatal`` is called with the reason if the first load fails (``python -m service`` then
-    exits non-zero).
+    ``on_fatal`` is called with the reason if a model's first load fails (``python -m service`` then
+    exits non-zero). Bundles that cannot be served together raise ConfigurationError.
     """
     settings = settings or Settings()
     metrics = Metrics()
     for reason in ERROR_CODES:
         metrics.errors.labels(reason)  # export zeros, so rate() works from the first error on
-    for result in ("success", "failure"):
-        metrics.reloads.labels(result)
+    models = Models(bundle_paths(settings), engine_loader, settings.provider, settings.threads, metrics)
+    for slot in models.slots:
+        metrics.model_ready.labels(slot.name).set(0)
+        for result in ("success", "failure"):
+            metrics.reloads.labels(slot.name, result)
     limits = BatchLimits(
         max_tokens=settings.max_batch_tokens,
         max_sentences=settings.max_batch_sentences,
@@ -83,7 +87,7 @@ def create_app(
         settings=settings,
         metrics=metrics,
         batcher=Scheduler(limits, metrics) if scheduler_kind(settings) == "continuous" else Batcher(limits, metrics),
-        slot=ModelSlot(engine_loader, settings.provider, settings.threads, metrics),
+        models=models,
     )
 
     @asynccontextmanager
@@ -95,7 +99,7 @@ def create_app(
         try:
             yield
         finally:
-            service.slot.draining = True
+            models.draining = True
             metrics.ready.set(0)
             if hangup:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
@@ -142,21 +146,25 @@ def create_app(
 
 
 async def _first_load(service: ServiceState, on_fatal: Callable[[str], None] | None) -> None:
-    try:
-        await service.slot.load(service.settings.bundle)
-    except LoadFailed as err:
-        log.error("%s", err)
-        if on_fatal is not None:
-            on_fatal(str(err))
+    """Load every model, one after another (loading two at once would only share the same cores)."""
+    for slot in service.models.slots:
+        try:
+            await slot.load()
+        except LoadFailed as err:
+            log.error("%s", err)
+            if on_fatal is not None:
+                on_fatal(str(err))
+            return
+        service.metrics.ready.set(1 if service.models.ready() else 0)
 
 
 def _install_sighup(service: ServiceState, background: set[asyncio.Task[None]]) -> bool:
-    """SIGHUP reloads the configured bundle; only possible when the loop runs in the main thread."""
+    """SIGHUP reloads every configured bundle; only possible when the loop runs in the main thread."""
     if not hasattr(signal, "SIGHUP"):
         return False
 
     def reload() -> None:
-        log.info("SIGHUP: reloading %s", service.settings.bundle)
+        log.info("SIGHUP: reloading %s", ", ".join(str(slot.bundle) for slot in service.models.slots))
         task = asyncio.create_task(_reload_quietly(service))
         background.add(task)
         task.add_done_callback(background.discard)
@@ -169,7 +177,8 @@ def _install_sighup(service: ServiceState, background: set[asyncio.Task[None]]) 
 
 
 async def _reload_quietly(service: ServiceState) -> None:
-    try:
-        await service.slot.load(service.settings.bundle)
-    except Exception as err:  # LoadFailed or LoadInProgress: the old model keeps serving
-        log.error("SIGHUP reload failed, old model kept: %s", err)
+    for slot in service.models.slots:
+        try:
+            await slot.load()
+        except Exception as err:  # LoadFailed or LoadInProgress: the old model keeps serving
+            log.error("SIGHUP reload failed (%s), old model kept: %s", slot.name, err)

@@ -22,16 +22,19 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.translation import DecodeOptions, Translation
-from service.metrics import Metrics
+from service.metrics import Metrics, model_label
 
 log = logging.getLogger(__name__)
 
 
 class BatchEngine(Protocol):
     """What the batcher needs of an engine."""
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
 
     @property
     def max_source_pieces(self) -> int: ...
@@ -353,9 +356,10 @@ class Batcher(QueueBound):
             m = self.metrics
             m.decode_seconds.observe(elapsed)
             cap = group.engine.max_source_pieces
-            m.input_tokens.inc(sum(min(len(i.ids), cap) for i in items))
-            m.generated_tokens.inc(sum(len(t.hypotheses[0].token_ids) for t in results if t.hypotheses))
-            m.sentences.inc(len(items))
+            model = model_label(group.engine)
+            m.input_tokens.labels(model).inc(sum(min(len(i.ids), cap) for i in items))
+            m.generated_tokens.labels(model).inc(sum(len(t.hypotheses[0].token_ids) for t in results if t.hypotheses))
+            m.sentences.labels(model).inc(len(items))
         return results
 
     def _discard(self, job: Job) -> None:

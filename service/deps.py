@@ -11,8 +11,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from service.batcher import Batcher
 from service.errors import ApiError
-from service.loader import LoadedModel, ModelSlot
 from service.metrics import Metrics
+from service.models import Models
 from service.scheduler import Scheduler
 from service.settings import Settings
 
@@ -24,21 +24,7 @@ class ServiceState:
     settings: Settings
     metrics: Metrics
     batcher: Batcher | Scheduler
-    slot: ModelSlot
-
-    def model(self) -> LoadedModel:
-        """The model serving new requests, or 503 while none is ready.
-
-        While the server drains (SIGTERM) a request it has already received is still served: only
-        /readyz turns 503, and the listening socket is closed, so no new ones arrive.
-        """
-        model = self.slot.current
-        if model is None:
-            if self.slot.draining:
-                raise ApiError(503, "shutting_down", "the server is shutting down", {"Retry-After": "1"})
-            reason = f"loading failed: {self.slot.error}" if self.slot.error else "the model is still loading"
-            raise ApiError(503, "not_ready", f"no model ready: {reason}", {"Retry-After": "5"})
-        return model
+    models: Models
 
 
 # The dependencies are ``async def`` although they never await: FastAPI runs a plain ``def`` one in a

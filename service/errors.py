@@ -24,6 +24,8 @@ ERROR_CODES = (
     "unauthorized",
     "forbidden",
     "not_ready",
+    "unknown_model",
+    "unsupported_language_pair",
     "overloaded",
     "timeout",
     "engine_error",

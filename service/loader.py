@@ -19,6 +19,7 @@ from core.translation import DecodeOptions, Translation
 from service.batcher import BatchEngine
 from service.metrics import Metrics
 from service.scheduler import RunningSet
+from service.schemas import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,16 @@ class LoadedModel:
         return str(self.engine.manifest.get("source_language", "en"))
 
 
+def model_ref(model: LoadedModel) -> ModelRef:
+    manifest = model.engine.manifest
+    return ModelRef(
+        name=model.name,
+        version=model.version,
+        source_lang=manifest.get("source_language"),
+        target_lang=manifest.get("target_language"),
+    )
+
+
 class LoadFailed(Exception):
     """A bundle could not be loaded or warmed up; the model being served (if any) stays."""
 
@@ -94,7 +105,13 @@ class LoadInProgress(Exception):
 
 
 class ModelSlot:
-    def __init__(self, loader: EngineLoader, provider: str, threads: int, metrics: Metrics):
+    """One model of the server: the engine serving it now, and its loads and reloads."""
+
+    def __init__(self, loader: EngineLoader, provider: str, threads: int, metrics: Metrics, *, name: str, bundle: Path):
+        self.name = name
+        """What requests call it by (``model``), its metrics' ``model`` label; the manifest's name."""
+        self.bundle = bundle
+        """The configured bundle: what a reload without a bundle and SIGHUP load again."""
         self._loader = loader
         self._provider = provider
         self._threads = threads
@@ -107,22 +124,33 @@ class ModelSlot:
         self.draining = False
         """Set when the server is shutting down: not ready for new work."""
 
-    async def load(self, bundle: Path) -> LoadedModel:
-        """Load and warm up ``bundle`` off the event loop, then make it current (or LoadFailed)."""
+    async def load(self, bundle: Path | None = None) -> LoadedModel:
+        """Load and warm up ``bundle`` (default: the configured one) off the event loop, then make it current
+        (or LoadFailed). A bundle with another model's name than this slot's is refused: the name is how
+        requests and metrics find the model."""
+        bundle = bundle or self.bundle
         if self._lock.locked():
             raise LoadInProgress()
         async with self._lock:
             self.loading = True
             try:
                 model = await asyncio.to_thread(self._load_and_warm, bundle)
+                if model.name != self.name:
+                    raise LoadFailed(
+                        bundle,
+                        f"it holds model {model.name!r}, this slot serves {self.name!r}: a reload replaces a model "
+                        "by another version of itself (export it with --name "
+                        f"{self.name}, or serve it beside this one in MT_BUNDLES)",
+                        True,
+                    )
             except LoadFailed as err:
                 self.error = err.reason
-                self._metrics.reloads.labels("failure").inc()
+                self._metrics.reloads.labels(self.name, "failure").inc()
                 raise
             finally:
                 self.loading = False
             previous, self.current, self.error = self.current, model, None
-            self._metrics.reloads.labels("success").inc()
+            self._metrics.reloads.labels(self.name, "success").inc()
             self._metrics.set_model(model.name, model.version, model.engine.provider)
             log.info(
                 "serving model %s %s from %s (%s, loaded in %.1f s)%s",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 # A health check answers in milliseconds; a long text at beam 4 on two CPU cores in tens of seconds.
@@ -11,6 +13,11 @@ SENTENCE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+def model_label(engine: Any) -> str:
+    """The ``model`` label of an engine's work: its manifest's name."""
+    return str(getattr(engine, "manifest", {}).get("name", "unknown"))
 
 
 class Metrics:
@@ -72,28 +79,44 @@ class Metrics:
         )
         self.input_tokens = Counter(
             "mt_input_tokens",
-            "Source tokens (sentencepiece pieces) sent to the engine.",
+            "Source tokens (sentencepiece pieces) sent to the engine, by model.",
+            ["model"],
             registry=r,
         )
         self.generated_tokens = Counter(
             "mt_generated_tokens",
-            "Target tokens of the best hypotheses the engine returned.",
+            "Target tokens of the best hypotheses the engine returned, by model.",
+            ["model"],
             registry=r,
         )
-        self.sentences = Counter("mt_translated_sentences", "Sentences translated.", registry=r)
+        self.sentences = Counter("mt_translated_sentences", "Sentences translated, by model.", ["model"], registry=r)
         self.errors = Counter(
             "mt_errors",
             "Requests that failed, by reason (validation, too_large, overloaded, timeout, ...).",
             ["reason"],
             registry=r,
         )
-        self.reloads = Counter("mt_model_reloads", "Model reload attempts, by result.", ["result"], registry=r)
-        self.ready = Gauge("mt_ready", "1 when a model is loaded and warmed up, else 0.", registry=r)
-        self.model = Info("mt_model", "The model being served: name, version and execution provider.", registry=r)
+        self.reloads = Counter(
+            "mt_model_reloads", "Model load and reload attempts, by model and result.", ["model", "result"], registry=r
+        )
+        self.ready = Gauge("mt_ready", "1 when every model is loaded and warmed up, else 0.", registry=r)
+        self.model_ready = Gauge("mt_model_ready", "1 when the model is loaded and warmed up.", ["model"], registry=r)
+        self.model = Gauge(
+            "mt_model_info",
+            "The models being served (value 1): name, version and execution provider.",
+            ["name", "version", "provider"],
+            registry=r,
+        )
+        self._model_labels: dict[str, tuple[str, str, str]] = {}
 
     def set_model(self, name: str, version: str, provider: str) -> None:
-        self.model.info({"name": name, "version": version, "provider": provider})
-        self.ready.set(1)
+        """``name`` went live with this version: its info series replaces the previous version's."""
+        previous = self._model_labels.get(name)
+        if previous is not None and previous != (name, version, provider):
+            self.model.remove(*previous)
+        self._model_labels[name] = (name, version, provider)
+        self.model.labels(name, version, provider).set(1)
+        self.model_ready.labels(name).set(1)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.translation import DecodeOptions, Translation
 from service.batcher import (
@@ -36,7 +36,7 @@ from service.batcher import (
     QueueBound,
     RequestTimeout,
 )
-from service.metrics import Metrics
+from service.metrics import Metrics, model_label
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,9 @@ class RunningSet(Protocol):
 
 class StepEngine(Protocol):
     """What the scheduler needs of an engine."""
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
 
     @property
     def max_source_pieces(self) -> int: ...
@@ -189,7 +192,7 @@ class Scheduler(QueueBound):
                 for key, translation in done:
                     item = items.pop(key)
                     _post(self._loop, item.job.deliver, item.index, translation)
-                self._count(len(done), [t for _, t in done])
+                self._count(lane, [t for _, t in done])
         except Exception as err:  # a bug here must not hang the requests it holds
             log.exception("scheduler: a worker failed")
             failure = BatchFailed(f"internal error while decoding: {err!r}")
@@ -246,7 +249,9 @@ class Scheduler(QueueBound):
             m = self.metrics
             for item in accepted:
                 m.queue_wait_seconds.observe(now - item.enqueued)
-            m.input_tokens.inc(sum(min(len(i.ids), lane.engine.max_source_pieces) for i in accepted))
+            m.input_tokens.labels(model_label(lane.engine)).inc(
+                sum(min(len(i.ids), lane.engine.max_source_pieces) for i in accepted)
+            )
             if mid_run:
                 m.admitted_mid_run.inc(len(accepted))
 
@@ -286,7 +291,8 @@ class Scheduler(QueueBound):
             self.metrics.batch_tokens.observe(tokens)
             self.metrics.step_seconds.observe(seconds)
 
-    def _count(self, done: int, translations: list[Translation]) -> None:
+    def _count(self, lane: _Lane, translations: list[Translation]) -> None:
+        done = len(translations)
         now = time.monotonic()
         with self._cond:
             since, count = self._rate_window
@@ -297,8 +303,11 @@ class Scheduler(QueueBound):
                 since, count = now, 0
             self._rate_window = (since, count)
         if self.metrics and done:
-            self.metrics.sentences.inc(done)
-            self.metrics.generated_tokens.inc(sum(len(t.hypotheses[0].token_ids) for t in translations if t.hypotheses))
+            model = model_label(lane.engine)
+            self.metrics.sentences.labels(model).inc(done)
+            self.metrics.generated_tokens.labels(model).inc(
+                sum(len(t.hypotheses[0].token_ids) for t in translations if t.hypotheses)
+            )
 
 
 def _post(loop: asyncio.AbstractEventLoop | None, callback: object, *args: object) -> None:

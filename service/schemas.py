@@ -75,6 +75,25 @@ class TranslateRequest(BaseModel):
         description="Add attention maps and word alignments, for the text and for each sentence.",
     )
     return_scores: bool = Field(False, description="Add the model's score (length-normalised log-probability).")
+    source_lang: str | None = Field(
+        None,
+        pattern=r"^([a-z]{2}|auto)$",
+        description="Language of the texts, ISO 639-1 ('en'). With target_lang it picks the model; default: the "
+        "server's first model (GET /languages lists the pairs served).",
+        examples=["en"],
+    )
+    target_lang: str | None = Field(
+        None,
+        pattern=r"^[a-z]{2}$",
+        description="Language to translate into, ISO 639-1 ('de').",
+        examples=["de"],
+    )
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The model to use, by name (GET /models); instead of, or checked against, the languages.",
+    )
     split_sentences: bool = Field(
         True,
         description="Split texts into sentences (and at line breaks), translate them one by one, "
@@ -233,6 +252,8 @@ class TextTranslation(BaseModel):
 class ModelRef(BaseModel):
     name: str
     version: str
+    source_lang: str | None = Field(None, description="The model's source language (ISO 639-1).")
+    target_lang: str | None = Field(None, description="The model's target language (ISO 639-1).")
 
 
 class TranslateResponse(BaseModel):
@@ -276,10 +297,39 @@ class Health(BaseModel):
     status: str = Field(examples=["ok"])
 
 
+class ModelState(BaseModel):
+    name: str
+    status: str = Field(description="ready, loading or failed.", examples=["ready"])
+    version: str | None = Field(None, description="The version serving now (absent until the first load).")
+    source_lang: str | None = None
+    target_lang: str | None = None
+    message: str | None = Field(None, description="Why the last load failed.")
+
+
 class Readiness(BaseModel):
-    status: str = Field(description="ready, loading, failed or draining.", examples=["ready"])
-    model: ModelRef | None = None
+    status: str = Field(description="ready (every model), loading, failed or draining.", examples=["ready"])
+    model: ModelRef | None = Field(None, description="The default model (the first configured), when ready.")
+    models: list[ModelState] = Field(default_factory=list, description="Every model's own state.")
     message: str | None = Field(None, description="Why not ready.")
+
+
+class LanguagePair(BaseModel):
+    source_lang: str = Field(examples=["en"])
+    target_lang: str = Field(examples=["de"])
+    model: str = Field(description="The model serving this pair (requests may name it in `model`).")
+    version: str | None = Field(None, description="Its version (absent until it has loaded).")
+    ready: bool
+
+
+class Languages(BaseModel):
+    pairs: list[LanguagePair] = Field(
+        description="Every language pair served, in the server's order; where two models serve one pair, the "
+        "first serves requests that name only the languages."
+    )
+
+
+class ModelList(BaseModel):
+    models: list[ModelState]
 
 
 class ModelInfo(BaseModel):
@@ -295,7 +345,10 @@ class ModelInfo(BaseModel):
 class ReloadRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    bundle: str | None = Field(None, description="Bundle directory to load; default: the configured one.")
+    model: str | None = Field(
+        None, description="The model to reload, by name; may be left out when the server serves one model."
+    )
+    bundle: str | None = Field(None, description="Bundle directory to load; default: the model's configured one.")
 
 
 class ReloadResponse(BaseModel):

@@ -1,6 +1,6 @@
 """The server's settings: one object, from ``MT_*`` environment variables and command-line flags.
 
-There is deliberately no ``workers`` setting: one server process owns one device (one model, one
+There is deliberately no ``workers`` setting: one server process owns one device (its models, one
 batch queue). For more throughput run more replicas behind a load balancer, not more processes.
 """
 
@@ -23,7 +23,16 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MT_", extra="ignore", validate_default=True)
 
-    bundle: Path = Field(Path("models/en-de"), description="Model bundle directory to serve.")
+    bundle: Path = Field(
+        Path("models/en-de"),
+        description="Model bundle directory to serve. Unset (and no MT_BUNDLES): models/en-de, and models/de-en "
+        "beside it where that exists.",
+    )
+    bundles: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Several models in one server, comma-separated: bundle directories, or directories whose "
+        "sub-directories are bundles; the first is the default model (docs/service.md). Overrides MT_BUNDLE.",
+    )
     host: str = Field(
         "0.0.0.0",
         description="Address to listen on (0.0.0.0: every interface, as containers need).",
@@ -106,9 +115,9 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field("info", description="Log level of the JSON logs on stderr.")
     debug: bool = Field(False, description="Log request texts too (never do this with private data).")
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "bundles", mode="before")
     @classmethod
-    def _split_origins(cls, value: object) -> object:
+    def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [origin.strip() for origin in value.split(",") if origin.strip()]
         return value

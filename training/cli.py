@@ -34,6 +34,13 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reverse_corpus(args: argparse.Namespace) -> int:
+    from training.data import reverse_corpus
+
+    print(json.dumps(reverse_corpus(args.corpus, args.out), indent=2))
+    return 0
+
+
 def _vocab(args: argparse.Namespace) -> int:
     from training.vocab import train_vocab
 
@@ -120,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-ratio", type=float, default=3.0)
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=_prepare)
+
+    p = sub.add_parser(
+        "reverse-corpus",
+        help="write a corpus the other way round (e.g. data/en-de -> data/de-en)",
+        description="Swap the columns of every TSV of CORPUS (train, dev, test.*, eval-*) into OUT, and drop "
+        "training pairs whose new source side is held out in a dev, test or reserved set.",
+    )
+    p.add_argument("corpus", help="corpus directory, e.g. data/en-de")
+    p.add_argument("--out", required=True, help="output directory, e.g. data/de-en")
+    p.set_defaults(func=_reverse_corpus)
 
     p = sub.add_parser(
         "vocab",

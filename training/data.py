@@ -115,6 +115,37 @@ def write_tsv(pairs: list[Pair], path: str | Path) -> None:
             out.write(f"{src.replace(chr(9), ' ')}\t{tgt.replace(chr(9), ' ')}\n")
 
 
+def reverse_corpus(corpus_dir: str | Path, out_dir: str | Path) -> dict[str, object]:
+    """Write the corpus in ``corpus_dir`` the other way round (target<TAB>source) into ``out_dir``.
+
+    Every ``*.tsv`` is swapped column for column. The forward corpus kept out of training every pair whose
+    *source* side is held out; the reverse one also drops training pairs whose new source side (the old
+    target) occurs in a dev, test or reserved set, so that no held-out source is seen in training either way.
+    ``LICENSES.md`` is copied; ``report.json`` says where the corpus came from and what was dropped.
+    """
+    src, out = Path(corpus_dir), Path(out_dir)
+    if src.resolve() == out.resolve():
+        raise DataError(f"{out}: the reversed corpus needs a directory of its own")
+    files = sorted(src.glob("*.tsv"))
+    if not any(f.name == "train.tsv" for f in files):
+        raise DataError(f"{src}: no train.tsv (build the corpus first: python -m training build-corpus)")
+    tables = {f.name: [(tgt, source) for source, tgt in read_tsv(f)] for f in files}
+    held = {source for name, pairs in tables.items() if name != "train.tsv" for source, _ in pairs}
+    train = tables["train.tsv"]
+    tables["train.tsv"] = [pair for pair in train if pair[0] not in held]
+    for name, pairs in tables.items():
+        write_tsv(pairs, out / name)
+    if (src / "LICENSES.md").is_file():
+        (out / "LICENSES.md").write_text((src / "LICENSES.md").read_text(encoding="utf-8"), encoding="utf-8")
+    summary: dict[str, object] = {
+        "reversed_from": str(src),
+        "dropped_train_pairs_with_held_out_source": len(train) - len(tables["train.tsv"]),
+        "pairs": {name: len(pairs) for name, pairs in tables.items()},
+    }
+    (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
 def prepare(
     out_dir: str | Path,
     train: str | Path,

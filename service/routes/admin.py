@@ -9,8 +9,8 @@ from fastapi import APIRouter, Body
 
 from service.deps import AdminToken, Service
 from service.errors import ApiError
-from service.loader import LoadFailed
-from service.schemas import ErrorResponse, ModelRef, ReloadRequest, ReloadResponse
+from service.loader import LoadFailed, model_ref
+from service.schemas import ErrorResponse, ReloadRequest, ReloadResponse
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
@@ -19,11 +19,13 @@ router = APIRouter(prefix="/admin", tags=["admin"])
     "/reload",
     response_model=ReloadResponse,
     responses={
+        400: {"model": ErrorResponse, "description": "Several models are served and none was named."},
         401: {"model": ErrorResponse, "description": "No admin token sent."},
         403: {
             "model": ErrorResponse,
             "description": "Wrong admin token, or admin endpoints disabled.",
         },
+        404: {"model": ErrorResponse, "description": "No model of that name."},
         409: {"model": ErrorResponse, "description": "Another reload is in progress."},
         422: {
             "model": ErrorResponse,
@@ -32,7 +34,8 @@ router = APIRouter(prefix="/admin", tags=["admin"])
         500: {"model": ErrorResponse, "description": "Loading or warm-up failed; old model kept."},
     },
     summary="Load a model bundle and swap it in without downtime",
-    description="Loads the bundle (default: the configured one) beside the current model, verifies "
+    description="Loads the bundle (default: the model's configured one) beside the current version of the "
+    "model named in `model` (the other models keep serving untouched), verifies "
     "its checksums, runs a warm-up translation, then swaps atomically. Requests already queued "
     "finish on the model they started with. On any failure the current model keeps serving and the "
     "error says why. SIGHUP does the "
@@ -41,17 +44,23 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 async def reload(
     service: Service, _: AdminToken, body: Annotated[ReloadRequest | None, Body()] = None
 ) -> ReloadResponse:
-    bundle = Path(body.bundle) if body and body.bundle else service.settings.bundle
-    previous = service.slot.current
+    models = service.models
+    name = body.model if body else None
+    if name is None and len(models.slots) > 1:
+        names = ", ".join(repr(slot.name) for slot in models.slots)
+        raise ApiError(400, "bad_request", f"this server serves several models: name one in 'model' ({names})")
+    slot = models.pick(model=name)
+    bundle = Path(body.bundle) if body and body.bundle else slot.bundle
+    previous = slot.current
     try:
-        model = await service.slot.load(bundle)
+        model = await slot.load(bundle)
     except LoadFailed as err:
         kept = f"; still serving {previous.name} {previous.version}" if previous else ""
         raise ApiError(422 if err.bad_bundle else 500, "reload_failed", f"{err}{kept}") from err
     return ReloadResponse(
         status="reloaded",
-        model=ModelRef(name=model.name, version=model.version),
-        previous=ModelRef(name=previous.name, version=previous.version) if previous else None,
+        model=model_ref(model),
+        previous=model_ref(previous) if previous else None,
         bundle=str(bundle),
         load_seconds=round(model.load_seconds, 3),
     )

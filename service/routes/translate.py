@@ -13,9 +13,9 @@ from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service
 from service.errors import ApiError
-from service.loader import LoadedModel
+from service.loader import LoadedModel, model_ref
 from service.results import Wanted, text_translation
-from service.schemas import ErrorResponse, ModelRef, TranslateRequest, TranslateResponse
+from service.schemas import ErrorResponse, TranslateRequest, TranslateResponse
 
 router = APIRouter(tags=["translation"])
 
@@ -25,11 +25,13 @@ def _error(description: str) -> dict[str, Any]:
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _error("No model serves the languages asked for; the message lists the pairs served."),
     401: _error("X-API-Key missing (when the server requires one)."),
     403: _error("Wrong X-API-Key."),
     413: _error(
         "Body, number of texts, characters of a text, sentences, or source pieces with return_attention over the limit."
     ),
+    404: _error("No model of that name; the message lists the models served."),
     422: _error("Invalid request body; the message says which field and why."),
     500: _error("The engine failed on this request's sentences."),
     503: _error("Queue full, model not ready or shutting down; see Retry-After."),
@@ -53,7 +55,9 @@ async def translate(body: TranslateRequest, request: Request, service: Service, 
     fields = request.state.log_fields  # the request's access log line; sizes even if it fails
     fields.update(texts=len(texts), chars=sum(len(t) for t in texts), beam_size=body.beam_size)
     _check_limits(texts, settings.max_texts, settings.max_chars)
-    model = service.model()  # this request stays on this model, whatever reloads happen meanwhile
+    source = None if body.source_lang == "auto" else body.source_lang
+    slot = service.models.pick(body.model, source, body.target_lang)
+    model = service.models.current(slot)  # this request stays on this model, whatever reloads happen meanwhile
     fields["model"] = f"{model.name} {model.version}"
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
     service.batcher.check_room(sum(1 for t in texts if t.strip()))
@@ -137,5 +141,5 @@ def _respond(
         n = len(split.sentences)
         out.append(text_translation(split, translations[start : start + n], wanted))
         start += n
-    response = TranslateResponse(translations=out, model=ModelRef(name=model.name, version=model.version))
+    response = TranslateResponse(translations=out, model=model_ref(model))
     return response.model_dump_json(exclude_none=True).encode(), [t.text for t in out]

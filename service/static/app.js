@@ -12,6 +12,7 @@
   const statusLine = $("status");
   const beamInput = $("beam-size");
   const nBestInput = $("n-best");
+  const pairSelect = $("pair");
 
   let busy = false;
   let readyTimer = null;
@@ -56,22 +57,50 @@
     badge.dataset.state = state;
   }
 
+  const LANGUAGE_NAMES = typeof Intl.DisplayNames === "function"
+    ? new Intl.DisplayNames(["en"], { type: "language" }) : null;
+
+  function languageName(code) {
+    try {
+      return (LANGUAGE_NAMES && LANGUAGE_NAMES.of(code)) || code;
+    } catch (err) {
+      return code;
+    }
+  }
+
+  let pairs = []; // GET languages: {source_lang, target_lang, model, version, ready}
+
+  function fillPairs(list) {
+    const previous = pairSelect.value;
+    pairs = list;
+    pairSelect.replaceChildren(...list.map((p) => el("option", {
+      value: p.model,
+      text: `${languageName(p.source_lang)} → ${languageName(p.target_lang)}`,
+      title: `${p.model}${p.version ? " " + p.version : ""}`,
+    })));
+    if (list.some((p) => p.model === previous)) pairSelect.value = previous;
+    pairSelect.disabled = list.length < 2;
+  }
+
+  // The chosen pair's model in the header; false while it is not ready.
+  function showPair() {
+    const pair = pairs.find((p) => p.model === pairSelect.value);
+    if (!pair || !pair.ready) return false;
+    showModel({ name: pair.model, version: pair.version }, `${pair.source_lang} → ${pair.target_lang}`);
+    $("translation").lang = pair.target_lang;
+    source.lang = pair.source_lang;
+    setModelState("ready", "ready");
+    return true;
+  }
+
   async function loadModel() {
     clearTimeout(readyTimer);
     try {
-      const response = await fetch("model", { headers: { Accept: "application/json" } });
-      if (response.ok) {
-        const info = await response.json();
-        const pair = info.source_language && info.target_language
-          ? `${info.source_language} → ${info.target_language}` : "";
-        showModel(info, pair);
-        if (info.target_language) $("translation").lang = info.target_language;
-        if (info.source_language) source.lang = info.source_language;
-        setModelState("ready", "ready");
-        return;
-      }
+      const response = await fetch("languages", { headers: { Accept: "application/json" } });
+      if (response.ok) fillPairs((await response.json()).pairs || []);
+      if (showPair()) return;
       const ready = await fetch("readyz").then((r) => r.json()).catch(() => ({}));
-      const state = ready.status || "unavailable";
+      const state = ready.status === "ready" ? "loading" : ready.status || "unavailable";
       $("model-name").textContent = "none yet";
       setModelState(state === "failed" ? `failed to load: ${ready.message || ""}` : `${state}…`, state);
       if (state !== "failed") readyTimer = setTimeout(loadModel, 2000);
@@ -151,6 +180,7 @@
       return_attention: attention,
       return_scores: $("show-scores").checked,
       split_sentences: $("split-sentences").checked,
+      ...(pairSelect.value ? { model: pairSelect.value } : {}),
     };
   }
 
@@ -458,6 +488,9 @@
   beamInput.addEventListener("input", () => {
     const beam = intValue(beamInput, 16);
     nBestInput.max = String(Math.max(1, Math.min(16, beam)));
+  });
+  pairSelect.addEventListener("change", () => {
+    if (!showPair()) loadModel();
   });
   countChars();
   loadModel();

@@ -229,7 +229,7 @@ def test_a_request_received_while_draining_is_still_served(tmp_path: Path) -> No
     already the server's: it is translated, not refused (only /readyz says draining)."""
     loader = FakeLoader()
     with thread_server(settings_for(write_fake_bundle(tmp_path / "b")), loader) as s:
-        s.service.slot.draining = True
+        s.service.models.draining = True
         r = s.client.post("/translate", json={"text": "still served"})
         assert r.status_code == 200 and r.json()["translations"][0]["text"] == "served still"
         assert s.client.get("/readyz").json()["status"] == "draining"

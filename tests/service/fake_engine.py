@@ -37,13 +37,16 @@ WORD = "\u2581"
 GPU_LIKE: dict[str, Any] = {"step_s": 0.000757, "row_s": 0.0000033, "steps_per_word": 1.3}
 
 
-def write_fake_bundle(directory: Path, version: str = "1", **fake: Any) -> Path:
+def write_fake_bundle(
+    directory: Path, version: str = "1", *, name: str = "fake-en-de", languages: str = "en-de", **fake: Any
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
+    source, target = languages.split("-")
     manifest = {
-        "name": "fake-en-de",
+        "name": name,
         "version": version,
-        "source_language": "en",
-        "target_language": "de",
+        "source_language": source,
+        "target_language": target,
         "architecture": {"layers": 0},
         "scores": {"bleu": 99.0},
         "fake": fake,

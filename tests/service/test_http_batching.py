@@ -58,7 +58,7 @@ def test_concurrent_requests_are_batched_and_translate_as_alone(tmp_path: Path) 
         assert metric(metrics, 'mt_batch_size_sentences_bucket{le="4.0"}') < burst_batches + len(
             TEXTS
         )  # at least one batch of more than 4 sentences
-        assert metric(metrics, "mt_translated_sentences_total") == 20
+        assert metric(metrics, 'mt_translated_sentences_total{model="fake-en-de"}') == 20
 
 
 def test_health_and_metrics_answer_while_the_engine_decodes(tmp_path: Path) -> None:

@@ -32,8 +32,8 @@ def test_reload_with_a_good_bundle_switches_models(admin: ThreadServer, tmp_path
     r = admin.client.post("/admin/reload", json={"bundle": str(v2)}, headers=ADMIN)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["model"] == {"name": "fake-en-de", "version": "2"}
-    assert body["previous"] == {"name": "fake-en-de", "version": "1"}
+    assert body["model"] == {"name": "fake-en-de", "version": "2", "source_lang": "en", "target_lang": "de"}
+    assert body["previous"] == {"name": "fake-en-de", "version": "1", "source_lang": "en", "target_lang": "de"}
     assert body["bundle"] == str(v2)
     assert translate(admin) == ("v2:b a", "2")
     assert admin.client.get("/model").json()["version"] == "2"
@@ -66,7 +66,7 @@ def test_a_bad_bundle_keeps_the_old_model(
     assert "still serving fake-en-de 1" in r.json()["message"]
     assert translate(admin) == ("b a", "1")
     assert admin.client.get("/readyz").status_code == 200
-    assert 'mt_model_reloads_total{result="failure"} 1.0' in admin.client.get("/metrics").text
+    assert 'mt_model_reloads_total{model="fake-en-de",result="failure"} 1.0' in admin.client.get("/metrics").text
 
 
 def _corrupt(directory: Path) -> Path:
@@ -98,7 +98,7 @@ def test_in_flight_requests_finish_on_the_model_they_started_with(
 
 def test_concurrent_reloads_get_409(admin: ThreadServer, tmp_path: Path) -> None:
     gate = threading.Event()
-    slot = admin.service.slot
+    slot = admin.service.models.default
     real_loader = slot._loader
 
     def slow_loader(bundle: Path, *, provider: str, threads: int) -> object:

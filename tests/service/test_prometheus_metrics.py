@@ -22,6 +22,7 @@ EXPECTED = [
     "mt_errors_total",
     "mt_model_reloads_total",
     "mt_ready",
+    "mt_model_ready",
     "mt_model_info",
 ]
 
@@ -45,7 +46,8 @@ def test_metrics_names_and_labels(server: ThreadServer) -> None:
     assert 'route="unmatched",status="404"' in text  # no raw paths: label values stay bounded
     assert 'mt_errors_total{reason="validation"} 1.0' in text
     assert 'mt_errors_total{reason="overloaded"} 0.0' in text
-    assert "mt_input_tokens_total 4.0" in text
+    assert 'mt_input_tokens_total{model="fake-en-de"} 4.0' in text
+    assert 'mt_model_ready{model="fake-en-de"} 1.0' in text
     assert 'le="0.005"' in text and 'le="60.0"' in text
     assert "mt_ready 1.0" in text
 

@@ -171,7 +171,7 @@ def test_metrics_count_steps_and_mid_run_admissions() -> None:
     text = metrics.render().decode()
     assert "mt_admitted_mid_run_sentences_total 1.0" in text
     assert f"mt_step_duration_seconds_count {len(e.batches)}.0" in text
-    assert "mt_translated_sentences_total 2.0" in text
+    assert 'mt_translated_sentences_total{model="fake"} 2.0' in text
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -179,7 +179,8 @@ def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
     import time
 
     log = tmp_path / "continuous.log"
-    args = ["--bundle", str(real_bundle), "--scheduler", "continuous", "--provider", "cpu"]
+    # one running set: every request that arrives while it decodes joins it mid-run
+    args = ["--bundle", str(real_bundle), "--scheduler", "continuous", "--provider", "cpu", "--inflight-batches", "1"]
     rng = random.Random(3)
     texts = [" ".join(rng.choice(TEXTS).split() * rng.randint(1, 2)) for _ in range(48)]
     with process_server(args, log, fake=False, env={"MT_THREADS": "1"}) as continuous:

@@ -19,7 +19,8 @@ def test_probes_and_model_info(shared_server: ThreadServer) -> None:
     assert c.get("/healthz").json() == {"status": "ok"}
     assert c.get("/readyz").json() == {
         "status": "ready",
-        "model": {"name": "fake-en-de", "version": "1"},
+        "model": {"name": "fake-en-de", "version": "1", "source_lang": "en", "target_lang": "de"},
+        "models": [{"name": "fake-en-de", "status": "ready", "version": "1", "source_lang": "en", "target_lang": "de"}],
     }
     model = c.get("/model").json()
     assert model["provider"] == "FakeExecutionProvider"
@@ -32,7 +33,7 @@ def test_one_text_in_one_translation_out(shared_server: ThreadServer) -> None:
     assert r.status_code == 200
     assert r.json() == {
         "translations": [{"text": "world big hello"}],
-        "model": {"name": "fake-en-de", "version": "1"},
+        "model": {"name": "fake-en-de", "version": "1", "source_lang": "en", "target_lang": "de"},
     }
     assert r.headers["x-request-id"]
 

@@ -19,8 +19,9 @@ from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from tests.service.fake_engine import write_fake_bundle
 from tests.service.servers import ROOT, ProcessServer, process_server, wait_until
 
 MAX_CHARS = 200
@@ -249,3 +250,26 @@ def test_page_shows_readable_errors(browser: WebDriver, server: ProcessServer, t
     assert not error.is_displayed()
     expected = server.client.post("/translate", json={"text": SENTENCE, "beam_size": 1}).json()
     assert browser.find_element(By.ID, "translation").text == expected["translations"][0]["text"]
+
+
+def test_page_offers_the_language_pairs_served(browser: WebDriver, tmp_path: Path) -> None:
+    """Two models in one server: the selector lists both pairs from /languages, and the one chosen is the
+    model that answers."""
+    en_de = write_fake_bundle(tmp_path / "en-de", name="fake-en-de", languages="en-de", prefix="de:")
+    de_en = write_fake_bundle(tmp_path / "de-en", name="fake-de-en", languages="de-en", prefix="en:")
+    with process_server(["--bundles", f"{en_de},{de_en}"], tmp_path / "server.log") as two:
+        wait_until(lambda: two.client.get("/readyz").status_code == 200, what="ready")
+        open_page(browser, two)
+        select = Select(browser.find_element(By.ID, "pair"))
+        assert [o.text for o in select.options] == ["English → German", "German → English"]
+        assert browser.find_element(By.ID, "model-name").get_attribute("data-name") == "fake-en-de"
+        select.select_by_visible_text("German → English")
+        WebDriverWait(browser, 10).until(
+            lambda d: d.find_element(By.ID, "model-name").get_attribute("data-name") == "fake-de-en"
+        )
+        set_field(browser, "source", "eins zwei")
+        submit(browser)
+        assert browser.find_element(By.ID, "translation").text == "en:zwei eins"
+        assert browser.find_element(By.ID, "result-model").text == "fake-de-en 1"
+        assert browser.find_element(By.ID, "source").get_attribute("lang") == "de"
+        assert severe_console_messages(browser) == []
