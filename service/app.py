@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from service.batcher import Batcher, BatchLimits
@@ -111,7 +113,10 @@ def create_app(
         description=API_DESCRIPTION,
         version="1",
         lifespan=lifespan,
+        docs_url=None,  # served below from the server's own copy of Swagger UI and ReDoc, not a CDN
+        redoc_url=None,
     )
+    _install_docs(app)
     app.state.service = service
     install_error_handlers(app, metrics)
     app.include_router(translate.router)
@@ -143,6 +148,35 @@ def create_app(
             return RedirectResponse("/docs")
 
     return app
+
+
+def _install_docs(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc from the files of the fastapi-offline package: they render offline."""
+    assets = Path(importlib.util.find_spec("fastapi_offline").origin or "").parent / "static"  # type: ignore[union-attr]
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - API documentation",
+            swagger_js_url=f"{root}/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/docs-assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/docs-assets/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from validator.swagger.io
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - API reference",
+            redoc_js_url=f"{root}/docs-assets/redoc.standalone.js",
+            redoc_favicon_url=f"{root}/docs-assets/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 async def _first_load(service: ServiceState, on_fatal: Callable[[str], None] | None) -> None:

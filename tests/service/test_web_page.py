@@ -62,6 +62,7 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
     "--window-size=1280,1000",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # no network: every other host is unknown
 ]
 
 
@@ -273,3 +274,26 @@ def test_page_offers_the_language_pairs_served(browser: WebDriver, tmp_path: Pat
         assert browser.find_element(By.ID, "result-model").text == "fake-de-en 1"
         assert browser.find_element(By.ID, "source").get_attribute("lang") == "de"
         assert severe_console_messages(browser) == []
+
+
+REDOCLY_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+RESOURCES_JS = "return performance.getEntriesByType('resource').map((entry) => entry.name);"
+
+
+@pytest.mark.parametrize(("path", "rendered"), [("/docs", ".swagger-ui .info .title"), ("/redoc", ".api-info h1")])
+def test_api_docs_render_with_the_network_off(
+    browser: WebDriver, server: ProcessServer, path: str, rendered: str
+) -> None:
+    """Swagger UI and ReDoc come from the server itself: with every host but 127.0.0.1 unresolvable, both
+    render the API's title and its /translate operation, and load nothing from elsewhere."""
+    browser.get(server.url + path)
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: "Translation service" in " ".join(e.text for e in d.find_elements(By.CSS_SELECTOR, rendered)),
+        f"{path} never rendered the API's title",
+    )
+    WebDriverWait(browser, WAIT_S).until(lambda d: "/translate" in d.find_element(By.TAG_NAME, "body").text)
+    loaded = browser.execute_script(RESOURCES_JS)
+    assert any(url.endswith("/openapi.json") for url in loaded), loaded
+    # ReDoc's side menu always asks for Redocly's logo; offline the image removes itself (its onError)
+    assert [url for url in loaded if not url.startswith(server.url) and url != REDOCLY_LOGO] == []
+    assert [m for m in severe_console_messages(browser) if REDOCLY_LOGO not in m] == []
