@@ -23,7 +23,7 @@ from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext
 from service.models import Models, bundle_paths
-from service.routes import admin, health, translate
+from service.routes import admin, health, libretranslate, translate
 from service.scheduler import Scheduler
 from service.settings import Settings
 
@@ -122,6 +122,7 @@ def create_app(
     app.include_router(translate.router)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(libretranslate.router)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -190,6 +191,7 @@ async def _first_load(service: ServiceState, on_fatal: Callable[[str], None] | N
                 on_fatal(str(err))
             return
         service.metrics.ready.set(1 if service.models.ready() else 0)
+    await service.models.detect("warm-up")  # builds the language detector before a request waits for it
 
 
 def _install_sighup(service: ServiceState, background: set[asyncio.Task[None]]) -> bool:

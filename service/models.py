@@ -13,12 +13,14 @@ schedulers group sentences by engine.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.bundle import MANIFEST_FILE
+from service.detection import Detection, detector_for
 from service.errors import ApiError
 from service.loader import EngineLoader, LoadedModel, ModelSlot
 from service.metrics import Metrics
@@ -167,6 +169,15 @@ class Models:
             reason = f"loading failed: {slot.error}" if slot.error else "the model is still loading"
             raise ApiError(503, "not_ready", f"model {slot.name!r} not ready: {reason}", {"Retry-After": "5"})
         return model
+
+    def languages(self) -> tuple[str, ...]:
+        """Every language served, as a source or a target."""
+        pairs = [pair for pair in map(self.pair_of, self.slots) if pair is not None]
+        return tuple(sorted({p.source for p in pairs} | {p.target for p in pairs}))
+
+    async def detect(self, text: str) -> list[Detection]:
+        """The languages ``text`` may be in, among those served, most likely first (service/detection.py)."""
+        return await asyncio.to_thread(lambda: detector_for(self.languages()).detect(text))
 
     def ready(self) -> bool:
         return not self.draining and all(s.current is not None for s in self.slots)

@@ -270,6 +270,41 @@ class TranslateResponse(BaseModel):
 
     translations: list[TextTranslation] = Field(description="One per input text, in order.")
     model: ModelRef = Field(description="The model that produced these translations.")
+    detected_language: DetectedLanguage | None = Field(
+        None, description='With source_lang "auto": the language detected (of all texts together).'
+    )
+
+
+class DetectedLanguage(BaseModel):
+    language: str = Field(description="ISO 639-1.", examples=["de"])
+    confidence: float = Field(
+        description="0 to 1, over the languages this server serves (they sum to 1).", examples=[0.97]
+    )
+
+
+class DetectRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str | list[str] = Field(description="One text, or a list of texts; one detection per text.")
+
+    @field_validator("text")
+    @classmethod
+    def _valid_unicode(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list) and not value:
+            raise ValueError("text is an empty list; send at least one text")
+        for i, text in enumerate([value] if isinstance(value, str) else value):
+            _check_unicode(text, "text" if isinstance(value, str) else f"text[{i}]")
+        return value
+
+
+class Detection(BaseModel):
+    language: str | None = Field(description="The most likely language; null when the text gives nothing to go on.")
+    confidence: float
+    candidates: list[DetectedLanguage] = Field(description="Every language served, most likely first.")
+
+
+class DetectResponse(BaseModel):
+    detections: list[Detection] = Field(description="One per text, in order.")
 
 
 class ErrorResponse(BaseModel):

@@ -1,9 +1,10 @@
-"""POST /translate: split, tokenize, queue for batching, join the translations back."""
+"""POST /translate: split, tokenize, queue for batching, join the translations back; POST /detect."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -11,11 +12,21 @@ from fastapi import APIRouter, Request, Response
 from core.sentences import Split, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
-from service.deps import ApiKey, Service
+from service.deps import ApiKey, Service, ServiceState
+from service.detection import Detection
 from service.errors import ApiError
 from service.loader import LoadedModel, model_ref
 from service.results import Wanted, text_translation
-from service.schemas import ErrorResponse, TranslateRequest, TranslateResponse
+from service.schemas import (
+    DetectedLanguage,
+    DetectRequest,
+    DetectResponse,
+    ErrorResponse,
+    TextTranslation,
+    TranslateRequest,
+    TranslateResponse,
+)
+from service.schemas import Detection as DetectionResult
 
 router = APIRouter(tags=["translation"])
 
@@ -49,14 +60,42 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     "per input text, in order.",
 )
 async def translate(body: TranslateRequest, request: Request, service: Service, _: ApiKey) -> Response:
+    done = await translate_texts(service, body, request.state.log_fields)
+    payload = await asyncio.to_thread(_payload, done)
+    return Response(payload, media_type="application/json")
+
+
+@dataclass(frozen=True)
+class Done:
+    """A translated request: the model that did it, one result per text, and what detection found."""
+
+    model: LoadedModel
+    texts: list[TextTranslation]
+    detected: Detection | None
+
+
+async def translate_texts(service: ServiceState, body: TranslateRequest, fields: dict[str, Any]) -> Done:
+    """What /translate does, for every API shape the server speaks: limits, model choice (detecting the source
+    language for "auto"), sentence splitting, batching with other requests, joining the sentences back.
+    ``fields`` is the request's access log line; sizes go there even if it fails."""
     settings = service.settings
     started = time.monotonic()
     texts = body.texts()
-    fields = request.state.log_fields  # the request's access log line; sizes even if it fails
     fields.update(texts=len(texts), chars=sum(len(t) for t in texts), beam_size=body.beam_size)
     _check_limits(texts, settings.max_texts, settings.max_chars)
-    source = None if body.source_lang == "auto" else body.source_lang
-    slot = service.models.pick(body.model, source, body.target_lang)
+    detected = None
+    source = body.source_lang
+    if source == "auto":
+        found = await service.models.detect(" \n".join(texts))
+        detected = found[0] if found else None
+        source = detected.language if detected else None
+        fields["detected_language"] = source
+    try:
+        slot = service.models.pick(body.model, source, body.target_lang)
+    except ApiError as err:
+        if detected is None:
+            raise
+        raise ApiError(err.status, err.code, f"detected {_detected(detected)}: {err}") from None
     model = service.models.current(slot)  # this request stays on this model, whatever reloads happen meanwhile
     fields["model"] = f"{model.name} {model.version}"
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
@@ -74,14 +113,46 @@ async def translate(body: TranslateRequest, request: Request, service: Service, 
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention, n_best=body.n_best)
-    payload, outputs = await asyncio.to_thread(_respond, model, splits, translations, wanted)
+    outputs = await asyncio.to_thread(_join, splits, translations, wanted)
     fields["output_tokens"] = sum(len(t.best.token_ids) for t in translations if t.hypotheses)
     truncated = sum(t.truncated_source for t in translations)
     if truncated:
         fields["truncated_sentences"] = truncated
     if settings.debug:
-        fields.update(source=texts, translation=outputs)
-    return Response(payload, media_type="application/json")
+        fields.update(source=texts, translation=[t.text for t in outputs])
+    return Done(model, outputs, detected)
+
+
+def _detected(detection: Detection) -> str:
+    return f"{detection.language} (confidence {detection.confidence:.2f})"
+
+
+@router.post(
+    "/detect",
+    response_model=DetectResponse,
+    responses={k: v for k, v in _ERRORS.items() if k in (401, 403, 413, 422)},
+    summary="Detect the language of one or more texts",
+    description="Among the languages this server serves (sources and targets of its models): the most likely "
+    "one per text with its confidence, and every candidate. The same detection picks the model for "
+    'source_lang "auto".',
+)
+async def detect(body: DetectRequest, request: Request, service: Service, _: ApiKey) -> DetectResponse:
+    texts = [body.text] if isinstance(body.text, str) else body.text
+    request.state.log_fields.update(texts=len(texts), chars=sum(len(t) for t in texts))
+    _check_limits(texts, service.settings.max_texts, service.settings.max_chars)
+    out = []
+    for text in texts:
+        found = await service.models.detect(text)
+        candidates = [DetectedLanguage(language=d.language, confidence=d.confidence) for d in found]
+        best = candidates[0] if candidates else None
+        out.append(
+            DetectionResult(
+                language=best.language if best else None,
+                confidence=best.confidence if best else 0.0,
+                candidates=candidates,
+            )
+        )
+    return DetectResponse(detections=out)
 
 
 def _check_limits(texts: list[str], max_texts: int, max_chars: int) -> None:
@@ -133,13 +204,22 @@ def _prepare(
     return splits, [[model.engine.tokenize(s) for s in sp.sentences] for sp in splits]
 
 
-def _respond(
-    model: LoadedModel, splits: list[Split], translations: list[Translation], wanted: Wanted
-) -> tuple[bytes, list[str]]:
+def _join(splits: list[Split], translations: list[Translation], wanted: Wanted) -> list[TextTranslation]:
     out, start = [], 0
     for split in splits:
         n = len(split.sentences)
         out.append(text_translation(split, translations[start : start + n], wanted))
         start += n
-    response = TranslateResponse(translations=out, model=model_ref(model))
-    return response.model_dump_json(exclude_none=True).encode(), [t.text for t in out]
+    return out
+
+
+def _payload(done: Done) -> bytes:
+    detected = done.detected
+    response = TranslateResponse(
+        translations=done.texts,
+        model=model_ref(done.model),
+        detected_language=DetectedLanguage(language=detected.language, confidence=detected.confidence)
+        if detected
+        else None,
+    )
+    return response.model_dump_json(exclude_none=True).encode()

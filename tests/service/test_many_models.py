@@ -156,3 +156,28 @@ def test_which_bundles_a_server_serves(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("MT_BUNDLES", str(tmp_path))
     with pytest.raises(ConfigurationError, match="neither a bundle nor a directory of bundles"):
         bundle_paths(Settings())
+
+
+def test_auto_detects_the_source_language_and_picks_the_direction(server: ThreadServer) -> None:
+    post = server.client.post
+    german = "Die Datei konnte nicht gespeichert werden, weil der Datenträger voll ist."
+    english = "The file could not be saved because the disk is full."
+    r = post("/translate", json={"text": german, "source_lang": "auto", "target_lang": "en"})
+    assert text_of(r).startswith("en:") and r.json()["detected_language"]["language"] == "de"
+    assert r.json()["detected_language"]["confidence"] > 0.5
+    r = post("/translate", json={"text": english, "source_lang": "auto"})  # no target: the detected source decides
+    assert text_of(r).startswith("de:") and r.json()["model"]["name"] == "fake-en-de"
+    r = post("/translate", json={"text": german, "source_lang": "auto", "target_lang": "de"})
+    assert r.status_code == 400 and r.json()["message"].startswith("detected de (confidence")
+    assert "detected_language" not in post("/translate", json={"text": english, "source_lang": "en"}).json()
+
+
+def test_detect_names_the_language_of_each_text(server: ThreadServer) -> None:
+    r = server.client.post("/detect", json={"text": ["Einstellungen speichern", "Save the settings", "   "]})
+    assert r.status_code == 200, r.text
+    german, english, blank = r.json()["detections"]
+    assert german["language"] == "de" and english["language"] == "en"
+    assert [c["language"] for c in german["candidates"]] == ["de", "en"]
+    assert abs(sum(c["confidence"] for c in german["candidates"]) - 1) < 0.01
+    assert blank == {"language": None, "confidence": 0.0, "candidates": []}
+    assert server.client.post("/detect", json={"text": []}).status_code == 422

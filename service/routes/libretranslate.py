@@ -1,0 +1,400 @@
+"""LibreTranslate's API under /libretranslate/: clients written for LibreTranslate work with this server.
+
+Its field names, response shapes and status codes (LibreTranslate's API documentation, and its Python client
+``libretranslatepy``): ``POST translate`` (``q`` a string or a list, ``source`` incl. ``auto``, ``target``,
+``format``, ``alternatives``, ``api_key``), ``GET languages``, ``POST detect``, ``POST translate_file`` (plain
+text files) with ``GET download_file/<name>``. Bodies may be JSON, form-encoded or multipart, as LibreTranslate
+accepts; errors are ``{"error": message}``. Behind it is the server's own /translate path (the same model
+choice, limits, batching and metrics); ``format: html`` is refused until the server handles markup.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import uuid
+from collections import OrderedDict
+from pathlib import PurePath
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+
+from service.deps import Service, ServiceState
+from service.errors import ApiError
+from service.routes.translate import translate_texts
+from service.schemas import TranslateRequest
+
+router = APIRouter(prefix="/libretranslate", tags=["LibreTranslate-compatible"])
+
+MAX_ALTERNATIVES = 15
+"""n-best is at most the beam, and the beam at most 16."""
+
+FILE_FORMATS = (".txt",)
+KEPT_FILES = 64
+"""Translated files kept for download_file, newest last; older ones are forgotten."""
+
+
+class LtErrorBody(BaseModel):
+    error: str = Field(examples=["Invalid request: missing q parameter"])
+
+
+class LtDetected(BaseModel):
+    confidence: float = Field(description="0 to 100.", examples=[97.3])
+    language: str | None = Field(examples=["de"])
+
+
+class LtTranslation(BaseModel):
+    translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field names)
+    detectedLanguage: LtDetected | list[LtDetected] | None = Field(None, description='With source "auto".')  # noqa: N815
+    alternatives: list[str] | list[list[str]] | None = Field(None, description="With alternatives > 0.")
+
+
+class LtLanguage(BaseModel):
+    code: str
+    name: str
+    targets: list[str]
+
+
+class LtFile(BaseModel):
+    translatedFileUrl: str  # noqa: N815
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": LtErrorBody, "description": "LibreTranslate's error shape."} for code in codes}
+
+
+def _body(fields: dict[str, Any], required: list[str], multipart: bool = False) -> dict[str, Any]:
+    """The documented request body: JSON or form-encoded (multipart for files), as LibreTranslate takes."""
+    schema = {"type": "object", "properties": fields, "required": required}
+    kinds = ["multipart/form-data"] if multipart else ["application/json", "application/x-www-form-urlencoded"]
+    return {"requestBody": {"required": True, "content": {kind: {"schema": schema} for kind in kinds}}}
+
+
+_Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "Text(s)."}
+_KEY = {"type": "string", "description": "The server's MT_API_KEY, when it has one."}
+_LANG = {"type": "string", "description": "ISO 639-1 code.", "example": "de"}
+_TRANSLATE_BODY = _body(
+    {
+        "q": _Q,
+        "source": {"type": "string", "description": 'ISO 639-1 code, or "auto".', "example": "en"},
+        "target": _LANG,
+        "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
+        "alternatives": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATIVES, "default": 0},
+        "api_key": _KEY,
+    },
+    ["q", "source", "target"],
+)
+
+
+class LtError(Exception):
+    """An error in LibreTranslate's shape: ``{"error": message}`` with its status."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def _response(status: int, body: object, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _error(err: LtError | ApiError) -> JSONResponse:
+    return _response(err.status, {"error": err.message}, err.headers)
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    """The request's fields from JSON, a form (urlencoded or multipart) or the query string."""
+    params: dict[str, Any] = dict(request.query_params)
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json":
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except ValueError:
+            raise LtError(400, "Invalid JSON format") from None
+        if not isinstance(body, dict):
+            raise LtError(400, "Invalid JSON format: send an object")
+        params.update(body)
+    elif kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        try:
+            form = await request.form()
+        except Exception as err:  # a malformed multipart body
+            raise LtError(400, f"Invalid form data: {err}") from None
+        params.update({key: form.getlist(key)[-1] for key in form.keys()})
+    return params
+
+
+def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
+    expected = service.settings.api_key
+    if expected is None:
+        return
+    key = params.get("api_key") or request.headers.get("x-api-key")
+    if not isinstance(key, str) or not key:
+        raise LtError(403, "Invalid API key: send it as api_key (the server's MT_API_KEY)")
+    if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
+        raise LtError(403, "Invalid API key")
+
+
+def _required(params: dict[str, Any], name: str) -> Any:
+    value = params.get(name)
+    if value is None or value == "" or value == []:
+        raise LtError(400, f"Invalid request: missing {name} parameter")
+    return value
+
+
+def _language(params: dict[str, Any], name: str) -> str:
+    value = _required(params, name)
+    if not isinstance(value, str):
+        raise LtError(400, f"Invalid request: {name} must be a language code")
+    return value.strip().lower()
+
+
+def _alternatives(params: dict[str, Any]) -> int:
+    raw = params.get("alternatives", 0)
+    try:
+        count = max(0, int(raw))
+    except (TypeError, ValueError):
+        raise LtError(400, "Invalid request: alternatives parameter is not a number") from None
+    if count > MAX_ALTERNATIVES:
+        raise LtError(400, f"Invalid request: alternatives parameter must be <= {MAX_ALTERNATIVES}")
+    return count
+
+
+def _format(params: dict[str, Any]) -> None:
+    text_format = params.get("format") or "text"
+    if text_format == "html":
+        raise LtError(400, "html format is not supported by this server yet: send plain text (format: text)")
+    if text_format != "text":
+        raise LtError(400, f"{text_format} format is not supported")
+
+
+def _request(q: str | list[str], source: str, target: str, alternatives: int) -> TranslateRequest:
+    n_best = alternatives + 1
+    try:
+        return TranslateRequest(
+            text=q,
+            source_lang=source,
+            target_lang=target,
+            n_best=n_best,
+            beam_size=max(4, n_best),
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "request"
+        names = {"text": "q", "source_lang": "source", "target_lang": "target"}
+        field = names.get(where.split(".")[0], where)
+        raise LtError(400, f"Invalid request: {field}: {first['msg']}") from None
+
+
+def _detected(detected: Any) -> dict[str, Any]:
+    if detected is None:
+        return {"confidence": 0.0, "language": None}
+    return {"confidence": round(100 * detected.confidence, 1), "language": detected.language}
+
+
+@router.post(
+    "/translate",
+    summary="LibreTranslate: translate text",
+    response_class=JSONResponse,
+    responses={200: {"model": LtTranslation}, **_errors(400, 403, 413, 500, 503, 504)},
+    openapi_extra=_TRANSLATE_BODY,
+)
+async def translate(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        q = _required(params, "q")
+        if not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q)):
+            raise LtError(400, "Invalid request: q must be a string or a list of strings")
+        source, target = _language(params, "source"), _language(params, "target")
+        _format(params)
+        alternatives = _alternatives(params)
+        done = await translate_texts(service, _request(q, source, target, alternatives), request.state.log_fields)
+    except (LtError, ApiError) as err:
+        return _error(err)
+    texts = [t.text for t in done.texts]
+    others = [[a.text for a in (t.alternatives or [])][:alternatives] for t in done.texts]
+    batch = isinstance(q, list)
+    result: dict[str, Any] = {"translatedText": texts if batch else texts[0]}
+    if source == "auto":
+        detected = _detected(done.detected)
+        result["detectedLanguage"] = [detected] * len(texts) if batch else detected
+    if alternatives > 0:
+        result["alternatives"] = others if batch else others[0]
+    return _response(200, result)
+
+
+@router.get(
+    "/languages",
+    summary="LibreTranslate: the languages served",
+    response_class=JSONResponse,
+    responses={200: {"model": list[LtLanguage]}},
+)
+async def languages(service: Service) -> Response:
+    models = service.models
+    targets: dict[str, list[str]] = {}
+    for slot in models.slots:
+        pair = models.pair_of(slot)
+        if pair is not None:
+            targets.setdefault(pair.source, [])
+            if pair.target not in targets[pair.source]:
+                targets[pair.source].append(pair.target)
+    body = [{"code": code, "name": _language_name(code), "targets": sorted(to)} for code, to in targets.items()]
+    return _response(200, body)
+
+
+@router.post(
+    "/detect",
+    summary="LibreTranslate: detect the language of a text",
+    response_class=JSONResponse,
+    responses={200: {"model": list[LtDetected]}, **_errors(400, 403)},
+    openapi_extra=_body({"q": _Q, "api_key": _KEY}, ["q"]),
+)
+async def detect(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        q = _required(params, "q")
+        if not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q)):
+            raise LtError(400, "Invalid request: q must be a string or a list of strings")
+        text = "\n".join(q) if isinstance(q, list) else q
+        if len(text) > service.settings.max_chars:
+            raise LtError(
+                400, f"Invalid request: request ({len(text)}) exceeds text limit ({service.settings.max_chars})"
+            )
+        found = await service.models.detect(text)
+    except (LtError, ApiError) as err:
+        return _error(err)
+    return _response(200, [_detected(d) for d in found])
+
+
+@router.post(
+    "/translate_file",
+    summary="LibreTranslate: translate a plain text file",
+    response_class=JSONResponse,
+    responses={200: {"model": LtFile}, **_errors(400, 403, 413, 500, 503, 504)},
+    openapi_extra=_body(
+        {"file": {"type": "string", "format": "binary"}, "source": _LANG, "target": _LANG, "api_key": _KEY},
+        ["file", "source", "target"],
+        multipart=True,
+    ),
+)
+async def translate_file(request: Request, service: Service) -> Response:
+    try:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "multipart/form-data":
+            raise LtError(400, "Invalid request: send the file as multipart/form-data")
+        try:
+            form = await request.form()
+        except Exception as err:
+            raise LtError(400, f"Invalid form data: {err}") from None
+        params = {key: form.getlist(key)[-1] for key in form.keys()}
+        _check_key(service, request, params)
+        upload = params.get("file")
+        if upload is None or isinstance(upload, str):
+            raise LtError(400, "Invalid request: missing file parameter")
+        name = PurePath(upload.filename or "").name
+        if not name:
+            raise LtError(400, "Invalid request: empty file")
+        if PurePath(name).suffix.lower() not in FILE_FORMATS:
+            raise LtError(
+                400, f"Invalid request: file format not supported (this server translates {', '.join(FILE_FORMATS)})"
+            )
+        source, target = _language(params, "source"), _language(params, "target")
+        try:
+            content = (await upload.read()).decode("utf-8")
+        except UnicodeDecodeError:
+            raise LtError(400, "Invalid request: the file is not UTF-8 text") from None
+        translated = await _translate_document(service, request, content, source, target)
+    except (LtError, ApiError) as err:
+        return _error(err)
+    key = f"{uuid.uuid4()}.{name}"
+    _files(request).put(key, translated.encode("utf-8"))
+    url = str(request.url_for("libretranslate_download", filename=key))
+    return _response(200, {"translatedFileUrl": url})
+
+
+@router.get(
+    "/download_file/{filename}",
+    name="libretranslate_download",
+    summary="LibreTranslate: a translated file",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "The file."}, **_errors(404)},
+)
+async def download_file(filename: str, request: Request) -> Response:
+    data = _files(request).get(filename)
+    if data is None:
+        return _response(404, {"error": "No such file: translated files are kept for the last 64 translations"})
+    download = filename.split(".", 1)[1] if "." in filename else filename
+    return Response(
+        data,
+        media_type="text/plain; charset=utf-8",
+        headers={"Content-Disposition": f"attachment; filename*=UTF-8''{_quote(download)}"},
+    )
+
+
+async def _translate_document(service: ServiceState, request: Request, content: str, source: str, target: str) -> str:
+    """A file's text, translated in chunks of whole lines within the server's per-text and per-request limits."""
+    limit = service.settings.max_chars
+    chunks: list[str] = []
+    for line in content.splitlines(keepends=True):
+        while len(line) > limit:  # a single overlong line: cut it (rare in text files)
+            chunks.append(line[:limit])
+            line = line[limit:]
+        if chunks and len(chunks[-1]) + len(line) <= limit:
+            chunks[-1] += line
+        else:
+            chunks.append(line)
+    out: list[str] = []
+    step = service.settings.max_texts
+    for start in range(0, len(chunks), step):
+        group = chunks[start : start + step]
+        body = _request(group, source, target, 0)
+        done = await translate_texts(service, body, request.state.log_fields)
+        out.extend(t.text for t in done.texts)
+    return "".join(out)
+
+
+class _FileStore:
+    def __init__(self) -> None:
+        self._files: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._files[key] = data
+            while len(self._files) > KEPT_FILES:
+                self._files.popitem(last=False)
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            return self._files.get(key)
+
+
+def _files(request: Request) -> _FileStore:
+    """The app's translated files (one store per app, made on first use)."""
+    state = request.app.state
+    if not hasattr(state, "libretranslate_files"):
+        state.libretranslate_files = _FileStore()
+    store: _FileStore = state.libretranslate_files
+    return store
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+def _language_name(code: str) -> str:
+    """English name of an ISO 639-1 code (lingua's table), else the code."""
+    try:
+        from lingua import IsoCode639_1, Language
+
+        return str(Language.from_iso_code_639_1(IsoCode639_1.from_str(code)).name).title()
+    except ValueError:
+        return code
