@@ -196,3 +196,42 @@ def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
     alone = [translate(real, t)["translations"][0]["text"] for t in texts]
     assert together == alone
     assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"
+
+
+def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate(
+    real: ProcessServer, real_bundle: Path, tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The tiny checkpoint exported a second time as a de->en model: one process serves both engines, routes by
+    language, answers LibreTranslate's client, and reloads one model while the other keeps translating."""
+    from libretranslatepy import LibreTranslateAPI
+
+    from training.export import export_bundle
+
+    reverse = tmp_path / "tiny-de-en"
+    export_bundle(tiny_checkpoint, reverse, name="tiny-de-en", version="1", source_language="de", target_language="en")
+    alone = {t: translate(real, t)["translations"][0]["text"] for t in TEXTS}
+    args = ["--bundles", f"{real_bundle},{reverse}", "--provider", "cpu"]
+    with process_server(args, tmp_path / "two.log", fake=False, env={"MT_ADMIN_TOKEN": TOKEN}) as two:
+        wait_until(lambda: two.client.get("/readyz").status_code == 200, timeout=60, what="both models ready")
+        pairs = [(p["source_lang"], p["target_lang"], p["model"]) for p in two.client.get("/languages").json()["pairs"]]
+        assert pairs == [("en", "de", "tiny-reverse"), ("de", "en", "tiny-de-en")]
+        for text in TEXTS[:3]:
+            forward = translate(two, text, source_lang="en", target_lang="de")
+            backward = translate(two, text, source_lang="de", target_lang="en")
+            assert forward["model"]["name"] == "tiny-reverse" and backward["model"]["name"] == "tiny-de-en"
+            assert forward["translations"][0]["text"] == backward["translations"][0]["text"] == alone[text]
+        lt = LibreTranslateAPI(two.url + "/libretranslate/")
+        assert lt.translate(TEXTS[0], "de", "en") == alone[TEXTS[0]]
+        assert [language["code"] for language in lt.languages()] == ["en", "de"]
+
+        def keep_translating(i: int) -> str:
+            return str(translate(two, TEXTS[i % len(TEXTS)], target_lang="de")["translations"][0]["text"])
+
+        with ThreadPoolExecutor(4) as pool:
+            during = pool.map(keep_translating, range(24))
+            r = two.client.post("/admin/reload", json={"model": "tiny-de-en"}, headers=ADMIN)
+            assert r.status_code == 200, r.text
+            assert list(during) == [alone[TEXTS[i % len(TEXTS)]] for i in range(24)]
+        text = two.client.get("/metrics").text
+        assert 'mt_model_reloads_total{model="tiny-de-en",result="success"} 2.0' in text
+        assert 'mt_model_reloads_total{model="tiny-reverse",result="success"} 1.0' in text
