@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Turn a finished training run of the default model into the shipped bundle and its measured scores.
-#   [MODEL_VERSION=0.2.0] [DATA=data/en-de] [SKIP_RESERVED=1] bash recipes/en-de-ship.sh [RUN_DIR] [LAST_N]
+#   [PAIR=en-de] [MODEL_VERSION=0.2.0] [DATA=data/$PAIR] [SKIP_RESERVED=1] bash recipes/en-de-ship.sh [RUN_DIR] [LAST_N]
+# PAIR=de-en ships the German->English model the same way (from data/de-en, `training reverse-corpus`), to
+# models/de-en with the name de-en-small.
 # Averages the last N checkpoints, exports fp32 and two int8 bundles (per-matrix and per-column weight
 # scales; parity-checked against PyTorch on real dev sentences), scores them through the service's engine
 # on the held-out test sets (fp32 also on the reserved evaluation sets), and installs one of them at
@@ -8,9 +10,13 @@
 # fp32 and within 0.5 BLEU of it on every test set, else fp32.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-RUN=${1:-runs/en-de}
+PAIR=${PAIR:-en-de}
+SRC=${PAIR%-*}
+TGT=${PAIR#*-}
+NAME=${NAME:-$PAIR-small}
+RUN=${1:-runs/$PAIR}
 LAST=${2:-3}
-DATA=${DATA:-data/en-de}  # the corpus the run was trained on: its dev and test sets
+DATA=${DATA:-data/$PAIR}  # the corpus the run was trained on: its dev and test sets
 OUT=$RUN/ship
 mkdir -p "$OUT"
 PY=${PY:-python}
@@ -22,8 +28,8 @@ quant_of() { case $1 in fp32) echo none ;; int8) echo int8 ;; int8c) echo int8-c
 for variant in fp32 "${INT8[@]}"; do
   # int8's log-probs drift by about 1 nat on real inputs: its BLEU below decides, not parity.
   quant=$(quant_of "$variant"); tol=(); [ "$variant" != fp32 ] && tol=(--tolerance 3)
-  $PY -m training export "$OUT/averaged.pt" "$OUT/bundle-$variant" --name en-de-small --version "$VERSION" \
-    --source-lang en --target-lang de --quantize "$quant" "${tol[@]+"${tol[@]}"}" --test-file "$DATA/dev.tsv" --overwrite
+  $PY -m training export "$OUT/averaged.pt" "$OUT/bundle-$variant" --name "$NAME" --version "$VERSION" \
+    --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${tol[@]+"${tol[@]}"}" --test-file "$DATA/dev.tsv" --overwrite
 done
 TESTS=("$DATA/test.software-ui.tsv" "$DATA/test.libreoffice-help.tsv" "$DATA/test.bible.tsv" "$DATA/test.command-line.tsv")
 [ -f "$DATA/test.manuals.tsv" ] && TESTS+=("$DATA/test.manuals.tsv")  # built with --sources all,manuals
@@ -54,8 +60,8 @@ PYEOF
 echo "shipping $CHOICE"
 quant=$(quant_of "$CHOICE"); tol=(); [ "$CHOICE" != fp32 ] && tol=(--tolerance 3)
 # fp16 graphs ride along under cuda/ for GPU servers (the engine loads them on CUDA): 26 MB more for this size.
-$PY -m training export "$OUT/averaged.pt" models/en-de --name en-de-small --version "$VERSION" \
-  --source-lang en --target-lang de --quantize "$quant" "${tol[@]+"${tol[@]}"}" --gpu-dtype "${GPU_DTYPE:-fp16}" \
+$PY -m training export "$OUT/averaged.pt" "models/$PAIR" --name "$NAME" --version "$VERSION" \
+  --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${tol[@]+"${tol[@]}"}" --gpu-dtype "${GPU_DTYPE:-fp16}" \
   --scores "$OUT/scores-$CHOICE.json" --test-file "$DATA/dev.tsv" --overwrite
-cp "$DATA/LICENSES.md" models/LICENSES-en-de.md
-echo "installed models/en-de ($CHOICE, version $VERSION); scores in $OUT/scores-*.json"
+cp "$DATA/LICENSES.md" "models/LICENSES-$PAIR.md"
+echo "installed models/$PAIR ($CHOICE, version $VERSION); scores in $OUT/scores-*.json"
