@@ -1,0 +1,165 @@
+"""German monolingual text for back-translation: documentation prose from Debian packages.
+
+    python -m training build-monolingual --corpus data/en-de --out data/mono-de [--cache cache/corpus]
+
+Sources (the software-help and documentation domain the default model is weakest on; none of them reserved):
+every German manual page of ``manpages-de`` and every German page of the DocBook manuals the corpus builder
+knows (GIMP's help, the Debian Reference, the Debian Edu manual, the installation guide) -- all of their text,
+not only the blocks that line up with an English original, which the parallel corpus already has. Blocks are cut
+into sentences (pysbd), and a sentence is kept when it has 4 to 60 words, is mostly letters, is German (lingua,
+choosing between German and English, confidence of at least 0.9: untranslated English blocks go), and is not
+the German side of any pair of the parallel corpus (training, dev, test or reserved). Pages held out for dev or
+test in the parallel corpus (its report.json) are left out whole, so no held-out text comes back as a
+synthetic pair. Writes ``de.txt`` (one sentence a line, shuffled with the seed), ``report.json`` with the
+count per source and ``LICENSES.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from core.sentences import split_sentences
+from training.corpus import fetch_deb, unpack_deb
+from training.corpus_docbook import read_docbook_blocks
+from training.corpus_man import TRANSLATORS_HEADING, read_man_file, read_page
+from training.corpus_sources import DOCBOOK_MANUALS, CorpusError
+
+MIN_WORDS, MAX_WORDS = 4, 60
+MIN_CONFIDENCE = 0.9
+LICENSES = {
+    "manpages": "manpages-de: GPL-3.0-or-later (the translations; each page's original keeps its own license)",
+    "gimp-help": "gimp-help-de: GFDL-1.2-or-later",
+    "debian-reference": "debian-reference-de: GPL-2.0-or-later",
+    "debian-edu-doc": "debian-edu-doc-de: GPL-2.0-or-later",
+    "installation-guide": "installation-guide-amd64: GPL-2.0-or-later",
+}
+_LETTERS = re.compile(r"[^\W\d_]")
+
+
+def man_blocks(cache: Path) -> Iterator[tuple[str, str]]:
+    """(unit, text) of every paragraph of every German manual page, units as the parallel corpus names them."""
+    root = unpack_deb(fetch_deb("manpages-de", cache), cache) / "usr/share/man/de"
+    for path in sorted(root.glob("man*/*")):
+        blocks = read_page(read_man_file(path))
+        if blocks is None:
+            continue
+        unit = path.relative_to(root).as_posix().removesuffix(".gz")
+        for block in blocks:
+            if block.kind == "heading" and block.text.upper() == TRANSLATORS_HEADING:
+                break  # the translators' names and the bug address
+            if block.kind == "text":
+                yield unit, block.text
+
+
+def manual_blocks(name: str, cache: Path) -> Iterator[tuple[str, str]]:
+    """(unit, text) of every leaf block of every German page of a DocBook manual."""
+    manual = DOCBOOK_MANUALS[name]
+    package, directory = manual.german
+    root = unpack_deb(fetch_deb(package, cache), cache) / directory
+    if manual.layout == "suffix":
+        pages = [(p.name.removesuffix(".de.html") + ".html", p) for p in sorted(root.glob("*.de.html"))]
+    else:
+        pages = [(p.relative_to(root).as_posix(), p) for p in sorted(root.rglob("*.html"))]
+    for unit, page in pages:
+        for tag, text in read_docbook_blocks(page):
+            if tag not in ("td", "th"):  # table cells: names, values, keys
+                yield unit, text
+
+
+def held_out_units(report: dict[str, object]) -> set[str]:
+    """``source:unit`` of every page the parallel corpus holds out for dev or test."""
+    units: set[str] = set()
+    for split in ("dev", "test"):
+        for names in report.get("heldout_units", {}).get(split, {}).values():  # type: ignore[union-attr]
+            units.update(names)
+    return units
+
+
+def german_sides(corpus: Path) -> set[str]:
+    """The German side of every pair of the parallel corpus."""
+    seen: set[str] = set()
+    for path in sorted(corpus.glob("*.tsv")):
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                seen.add(line.rstrip("\n").split("\t")[-1])
+    return seen
+
+
+def plausible(sentence: str) -> bool:
+    words = sentence.split()
+    if not MIN_WORDS <= len(words) <= MAX_WORDS:
+        return False
+    return len(_LETTERS.findall(sentence)) >= 0.6 * len(sentence.replace(" ", ""))
+
+
+def build_monolingual(
+    corpus: Path, out: Path, cache: Path, seed: int = 1, sources: list[str] | None = None
+) -> dict[str, object]:
+    from lingua import Language, LanguageDetectorBuilder
+
+    report_path = corpus / "report.json"
+    if not report_path.is_file():
+        raise CorpusError(
+            f"{report_path} is missing: build the parallel corpus first (python -m training build-corpus)"
+        )
+    held = held_out_units(json.loads(report_path.read_text(encoding="utf-8")))
+    known = german_sides(corpus)
+    detector = LanguageDetectorBuilder.from_languages(Language.GERMAN, Language.ENGLISH).build()
+    names = sources or ["manpages", "gimp-help", "debian-reference", "debian-edu-doc", "installation-guide"]
+    kept: dict[str, str] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for name in names:
+        blocks = man_blocks(cache) if name == "manpages" else manual_blocks(name, cache)
+        count = counts.setdefault(name, dict.fromkeys(("blocks", "held_out", "sentences", "kept"), 0))
+        for unit, text in blocks:
+            count["blocks"] += 1
+            if f"{name}:{unit}" in held:
+                count["held_out"] += 1
+                continue
+            for sentence in split_sentences(text, "de").sentences:
+                sentence = " ".join(sentence.split())
+                count["sentences"] += 1
+                if sentence in kept or sentence in known or not plausible(sentence):
+                    continue
+                if detector.compute_language_confidence(sentence, Language.GERMAN) < MIN_CONFIDENCE:
+                    continue
+                kept[sentence] = name
+                count["kept"] += 1
+    lines = sorted(kept)
+    random.Random(seed).shuffle(lines)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "de.txt").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    report = {"corpus": str(corpus), "seed": seed, "sentences": len(lines), "per_source": counts}
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / "LICENSES.md").write_text(
+        "# Licenses of the German monolingual text\n\nEach line keeps the license of its package:\n\n"
+        + "".join(f"- {LICENSES[name]}\n" for name in names),
+        encoding="utf-8",
+    )
+    return report
+
+
+def run_command(args: argparse.Namespace) -> int:
+    report = build_monolingual(args.corpus, args.out, args.cache, args.seed, args.sources)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "build-monolingual",
+        help="collect German documentation text from Debian packages (for back-translation)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--corpus", type=Path, default=Path("data/en-de"), help="the parallel corpus (held-out pages)")
+    parser.add_argument("--out", type=Path, default=Path("data/mono-de"), help="output directory")
+    parser.add_argument("--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache")
+    parser.add_argument("--sources", type=lambda s: s.split(","), default=None, help="comma-separated subset")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.set_defaults(func=run_command)
