@@ -22,6 +22,7 @@ import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from core.sentences import split_sentences
 from training.corpus import fetch_deb, unpack_deb
@@ -71,11 +72,11 @@ def manual_blocks(name: str, cache: Path) -> Iterator[tuple[str, str]]:
                 yield unit, text
 
 
-def held_out_units(report: dict[str, object]) -> set[str]:
+def held_out_units(report: dict[str, Any]) -> set[str]:
     """``source:unit`` of every page the parallel corpus holds out for dev or test."""
     units: set[str] = set()
     for split in ("dev", "test"):
-        for names in report.get("heldout_units", {}).get(split, {}).values():  # type: ignore[union-attr]
+        for names in report.get("heldout_units", {}).get(split, {}).values():
             units.update(names)
     return units
 
@@ -99,7 +100,7 @@ def plausible(sentence: str) -> bool:
 
 def build_monolingual(
     corpus: Path, out: Path, cache: Path, seed: int = 1, sources: list[str] | None = None
-) -> dict[str, object]:
+) -> dict[str, Any]:
     from lingua import Language, LanguageDetectorBuilder
 
     report_path = corpus / "report.json"
