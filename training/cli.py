@@ -12,7 +12,14 @@ from pathlib import Path
 from training.config import PRESETS, ConfigError, load_config
 
 # Modules that add their own subcommands through register(subparsers).
-PLUGINS = ("training.corpus", "training.corpus_mono", "training.export", "training.import_bundle", "training.marian")
+PLUGINS = (
+    "training.corpus",
+    "training.corpus_mono",
+    "training.back_translate",
+    "training.export",
+    "training.import_bundle",
+    "training.marian",
+)
 
 
 def _prepare(args: argparse.Namespace) -> int:
