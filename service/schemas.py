@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -94,6 +94,13 @@ class TranslateRequest(BaseModel):
         max_length=200,
         description="The model to use, by name (GET /models); instead of, or checked against, the languages.",
     )
+    format: Literal["text", "html"] = Field(
+        "text",
+        description="html: texts are HTML; the text is translated without its tags and each inline tag (b, i, a, "
+        "span, ...) is put back around the words the engine aligned to the ones it enclosed; attributes, URLs, "
+        'code, pre, script and translate="no" stay as they are. One translation per text, without '
+        "alternatives or attention.",
+    )
     split_sentences: bool = Field(
         True,
         description="Split texts into sentences (and at line breaks), translate them one by one, "
@@ -108,6 +115,12 @@ class TranslateRequest(BaseModel):
         for i, text in enumerate([value] if isinstance(value, str) else value):
             _check_unicode(text, "text" if isinstance(value, str) else f"text[{i}]")
         return value
+
+    @model_validator(mode="after")
+    def _html_gives_one_translation(self) -> TranslateRequest:
+        if self.format == "html" and (self.n_best > 1 or self.return_attention):
+            raise ValueError("format html returns one translation per text: leave n_best at 1 and return_attention off")
+        return self
 
     @model_validator(mode="after")
     def _n_best_within_beam(self) -> TranslateRequest:

@@ -5,7 +5,8 @@ Its field names, response shapes and status codes (LibreTranslate's API document
 ``format``, ``alternatives``, ``api_key``), ``GET languages``, ``POST detect``, ``POST translate_file`` (plain
 text files) with ``GET download_file/<name>``. Bodies may be JSON, form-encoded or multipart, as LibreTranslate
 accepts; errors are ``{"error": message}``. Behind it is the server's own /translate path (the same model
-choice, limits, batching and metrics); ``format: html`` is refused until the server handles markup.
+choice, limits, batching and metrics); ``format: html`` keeps the markup (core/markup.py), without alternatives
+as in LibreTranslate.
 """
 
 from __future__ import annotations
@@ -164,16 +165,17 @@ def _alternatives(params: dict[str, Any]) -> int:
     return count
 
 
-def _format(params: dict[str, Any]) -> None:
+def _format(params: dict[str, Any]) -> str:
     text_format = params.get("format") or "text"
-    if text_format == "html":
-        raise LtError(400, "html format is not supported by this server yet: send plain text (format: text)")
-    if text_format != "text":
+    if text_format not in ("text", "html"):
         raise LtError(400, f"{text_format} format is not supported")
+    return str(text_format)
 
 
-def _request(q: str | list[str], source: str, target: str, alternatives: int) -> TranslateRequest:
-    n_best = alternatives + 1
+def _request(
+    q: str | list[str], source: str, target: str, alternatives: int, text_format: str = "text"
+) -> TranslateRequest:
+    n_best = 1 if text_format == "html" else alternatives + 1  # as LibreTranslate: no alternatives for HTML
     try:
         return TranslateRequest(
             text=q,
@@ -181,6 +183,7 @@ def _request(q: str | list[str], source: str, target: str, alternatives: int) ->
             target_lang=target,
             n_best=n_best,
             beam_size=max(4, n_best),
+            format=text_format,  # type: ignore[arg-type]
         )
     except ValidationError as err:
         first = err.errors()[0]
@@ -211,9 +214,10 @@ async def translate(request: Request, service: Service) -> Response:
         if not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q)):
             raise LtError(400, "Invalid request: q must be a string or a list of strings")
         source, target = _language(params, "source"), _language(params, "target")
-        _format(params)
+        text_format = _format(params)
         alternatives = _alternatives(params)
-        done = await translate_texts(service, _request(q, source, target, alternatives), request.state.log_fields)
+        body = _request(q, source, target, alternatives, text_format)
+        done = await translate_texts(service, body, request.state.log_fields)
     except (LtError, ApiError) as err:
         return _error(err)
     texts = [t.text for t in done.texts]

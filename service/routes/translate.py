@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from core.markup import Document, MarkupError, parse_html, render
 from core.sentences import Split, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
@@ -98,6 +100,10 @@ async def translate_texts(service: ServiceState, body: TranslateRequest, fields:
         raise ApiError(err.status, err.code, f"detected {_detected(detected)}: {err}") from None
     model = service.models.current(slot)  # this request stays on this model, whatever reloads happen meanwhile
     fields["model"] = f"{model.name} {model.version}"
+    documents = None
+    if body.format == "html":
+        documents = await asyncio.to_thread(_parse_html, texts)
+        texts = [segment.text for document in documents for segment in document.segments]
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
     service.batcher.check_room(sum(1 for t in texts if t.strip()))
     splits, ids = await asyncio.to_thread(_prepare, model, texts, body.split_sentences, settings.max_queue)
@@ -106,14 +112,19 @@ async def translate_texts(service: ServiceState, body: TranslateRequest, fields:
     if body.return_attention:
         _check_attention(flat, model.engine.max_source_pieces, settings.max_attention_pieces)
     timeout = max(0.001, settings.request_timeout_s - (time.monotonic() - started))
+    options = body.options(settings.no_repeat_ngram_size, settings.length_penalty)
+    if documents is not None:  # tags go back by the word alignment
+        options = dataclasses.replace(options, return_attention=True)
     try:
-        translations = await service.batcher.translate(
-            model.engine, flat, body.options(settings.no_repeat_ngram_size, settings.length_penalty), timeout
-        )
+        translations = await service.batcher.translate(model.engine, flat, options, timeout)
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
-    wanted = Wanted(scores=body.return_scores, attention=body.return_attention, n_best=body.n_best)
+    wanted = Wanted(
+        scores=body.return_scores, attention=body.return_attention or documents is not None, n_best=body.n_best
+    )
     outputs = await asyncio.to_thread(_join, splits, translations, wanted)
+    if documents is not None:
+        outputs = await asyncio.to_thread(_render_html, documents, outputs, body.return_scores)
     fields["output_tokens"] = sum(len(t.best.token_ids) for t in translations if t.hypotheses)
     truncated = sum(t.truncated_source for t in translations)
     if truncated:
@@ -121,6 +132,35 @@ async def translate_texts(service: ServiceState, body: TranslateRequest, fields:
     if settings.debug:
         fields.update(source=texts, translation=[t.text for t in outputs])
     return Done(model, outputs, detected)
+
+
+def _parse_html(texts: list[str]) -> list[Document]:
+    documents = []
+    for i, text in enumerate(texts):
+        try:
+            documents.append(parse_html(text))
+        except MarkupError as err:
+            raise ApiError(422, "validation", f"text[{i}] cannot be translated as HTML: {err}") from None
+    return documents
+
+
+def _render_html(documents: list[Document], outputs: list[TextTranslation], scores: bool) -> list[TextTranslation]:
+    """Each document with its segments' translations in place, tags around the aligned words."""
+    results, start = [], 0
+    for document in documents:
+        mine = outputs[start : start + len(document.segments)]
+        start += len(document.segments)
+        rendered = [render(seg, out.text, _links(out)) for seg, out in zip(document.segments, mine, strict=True)]
+        text = TextTranslation(text="".join(p if isinstance(p, str) else rendered[p] for p in document.parts))
+        if scores:
+            values = [out.score for out in mine if out.score is not None]
+            text.score = round(sum(values) / len(values), 4) if values else 0.0
+        results.append(text)
+    return results
+
+
+def _links(out: TextTranslation) -> list[tuple[int, int]]:
+    return [(link.target, link.source) for link in out.alignment or []]
 
 
 def _detected(detection: Detection) -> str:

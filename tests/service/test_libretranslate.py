@@ -75,7 +75,7 @@ def test_form_encoded_bodies_as_libretranslate_accepts_them(server: ThreadServer
         ({"q": "a", "target": "de"}, "missing source parameter"),
         ({"q": "a", "source": "en"}, "missing target parameter"),
         ({"q": "a", "source": "en", "target": "fr"}, "no model translates en\u2192fr"),
-        ({"q": "a", "source": "en", "target": "de", "format": "html"}, "html format is not supported"),
+        ({"q": "a", "source": "en", "target": "de", "format": "xml"}, "xml format is not supported"),
         ({"q": "a", "source": "en", "target": "de", "alternatives": "x"}, "alternatives parameter is not a number"),
         ({"q": "a", "source": "en", "target": "de", "alternatives": 99}, "alternatives parameter must be <= 15"),
         ({"q": 5, "source": "en", "target": "de"}, "q must be a string or a list of strings"),
@@ -125,3 +125,9 @@ def test_the_api_key_is_asked_for_as_libretranslate_does(tmp_path: Path) -> None
         assert LibreTranslateAPI(s.url + "/libretranslate/", api_key="k3y").translate("a b", "en", "de") == "b a"
         r = s.client.post("/libretranslate/translate", json={"q": "a", "source": "en", "target": "de", "api_key": "no"})
         assert r.status_code == 403 and r.json() == {"error": "Invalid API key"}
+
+
+def test_html_keeps_its_markup_as_libretranslate_promises(server: ThreadServer) -> None:
+    body = {"q": "<p>Click <b>Save</b> now</p>", "source": "en", "target": "de", "format": "html", "alternatives": 2}
+    r = server.client.post("/libretranslate/translate", json=body)
+    assert r.json() == {"translatedText": "<p>de:now <b>Save</b> Click</p>", "alternatives": []}

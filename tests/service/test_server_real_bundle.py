@@ -235,3 +235,20 @@ def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate(
         text = two.client.get("/metrics").text
         assert 'mt_model_reloads_total{model="tiny-de-en",result="success"} 2.0' in text
         assert 'mt_model_reloads_total{model="tiny-reverse",result="success"} 1.0' in text
+
+
+def test_html_through_the_real_engine_keeps_valid_markup(real: ProcessServer) -> None:
+    """The real engine's alignment places the tags: whatever it aligns, the markup stays whole and valid."""
+    from tests.core.test_markup import inspect
+
+    texts = [
+        "<p>red <b>blue</b> green</p>",
+        '<ul><li><a href="https://x.org/?a=1&amp;b=2">gold pink</a> white</li><li>black <i>navy <em>teal</em></i></li></ul>',
+        "<p>cyan <code>plum --gray</code> red</p><pre>blue  red</pre>",
+    ]
+    body = translate(real, texts, format="html")
+    for source, out in zip(texts, (t["text"] for t in body["translations"]), strict=True):
+        before, after = inspect(source), inspect(out)
+        assert after.errors == [] and after.start_tags == before.start_tags, out
+    assert "<code>plum --gray</code>" in body["translations"][2]["text"]
+    assert body["translations"][2]["text"].endswith("<pre>blue  red</pre>")

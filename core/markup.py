@@ -1,0 +1,353 @@
+"""HTML in, HTML out: the text is translated without its tags, and each inline tag is put back around the target
+words the engine aligned to the source words it enclosed.
+
+``parse_html`` cuts a document into *segments*: the text between block boundaries (``<p>``, ``<li>``, ``<td>``,
+``<br>``, ...), with its inline elements (``<b>``, ``<a href>``, ``<span>``, ...) as character spans over that
+text. Markup outside segments is kept byte for byte, attributes included (start tags are copied as written).
+Never translated: the content of ``<pre>``, ``<script>``, ``<style>``, ``<textarea>`` and of any element with
+``translate="no"`` outside a sentence; inside a sentence, ``<code>`` and ``translate="no"`` elements become
+placeholders (``{1}``, which the models copy like the catalog placeholders they were trained on) and come back
+verbatim. ``render`` puts a segment's translation back: tags around the aligned words, nested as in the input,
+never empty; a placeholder the translation lost is put at the end of its segment, so nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+INLINE = frozenset(
+    "a abbr b bdi bdo cite data del dfn em font i ins kbd mark q s samp small span strong sub sup time u var".split()
+)
+LITERAL = frozenset({"code"})
+"""Inline elements whose content is never translated (placeholders inside a sentence)."""
+OPAQUE = frozenset({"pre", "script", "style", "textarea", "svg", "math", "template"})
+"""Elements whose whole content is copied as it is."""
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+MAX_DEPTH = 512
+"""Deeper nesting is refused (MarkupError): a document 10,000 elements deep is an attack, not a page."""
+_PLACEHOLDER = re.compile(r"\{(\d+)\}")
+_TOKEN = re.compile(r"\S+")
+
+
+class MarkupError(ValueError):
+    """The markup cannot be translated safely (too deep); the message says why."""
+
+
+@dataclass
+class Span:
+    """An inline element over ``text[start:end]`` of its segment."""
+
+    start: int
+    end: int
+    start_tag: str
+    """As written in the input, attributes and all."""
+    name: str
+    depth: int
+    closed: bool = True
+    """False when the input never closed it (the output then does not either)."""
+
+
+@dataclass
+class Segment:
+    text: str
+    """What the model translates: the segment's text with entities decoded and literals as ``{n}``."""
+    spans: list[Span] = field(default_factory=list)
+    literals: dict[str, str] = field(default_factory=dict)
+    """Placeholder -> the literal element's markup, verbatim."""
+
+
+@dataclass
+class Document:
+    parts: list[str | int]
+    """Markup copied as it is (str), or the index of a segment (int)."""
+    segments: list[Segment]
+
+
+class _Parser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.parts: list[str | int] = []
+        self.segments: list[Segment] = []
+        self._text: list[str] = []  # the current segment's text pieces
+        self._length = 0
+        self._open: list[Span] = []  # inline elements open in the current segment
+        self._spans: list[Span] = []
+        self._literals: dict[str, str] = {}
+        self._raw: list[str] | None = None  # inside an opaque or literal element: its markup, verbatim
+        self._raw_name = ""
+        self._raw_depth = 0
+        self._raw_literal = False
+        self._depth = 0
+
+    # -- the current segment ------------------------------------------------------------------------
+
+    def _add_text(self, text: str) -> None:
+        self._text.append(text)
+        self._length += len(text)
+
+    def _flush(self) -> None:
+        """End the current segment at a block boundary; whitespace-only text is markup, not a segment."""
+        text = "".join(self._text)
+        for span in self._open:  # unclosed at a block boundary: it ends here
+            span.end, span.closed = self._length, False
+        if text.strip() or self._literals:
+            self.segments.append(
+                Segment(text, sorted(self._spans, key=lambda s: (s.start, -s.end, s.depth)), self._literals)
+            )
+            self.parts.append(len(self.segments) - 1)
+        elif text or self._spans:
+            self.parts.append(_plain_markup(text, self._spans))
+        self._text, self._length, self._open, self._spans, self._literals = [], 0, [], [], {}
+
+    def _markup(self, raw: str) -> None:
+        self._flush()
+        self.parts.append(raw)
+
+    # -- HTMLParser callbacks -------------------------------------------------------------------------
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        raw = self.get_starttag_text() or f"<{tag}>"
+        if self._raw is not None:
+            self._raw.append(raw)
+            if tag == self._raw_name:
+                self._raw_depth += 1
+            return
+        if tag in VOID:
+            self._markup(raw)
+            return
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise MarkupError(f"the markup nests more than {MAX_DEPTH} elements deep")
+        no = dict(attrs).get("translate") == "no"
+        if tag in OPAQUE or (no and tag not in INLINE | LITERAL):
+            self._markup("")
+            self._start_raw(raw, tag, literal=False)
+        elif tag in LITERAL or no:
+            self._start_raw(raw, tag, literal=True)
+        elif tag in INLINE:
+            span = Span(self._length, self._length, raw, tag, len(self._open))
+            self._open.append(span)
+            self._spans.append(span)
+        else:
+            self._markup(raw)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        raw = self.get_starttag_text() or f"<{tag}/>"
+        if self._raw is not None:
+            self._raw.append(raw)
+        else:
+            self._markup(raw)
+
+    def handle_endtag(self, tag: str) -> None:
+        raw = f"</{tag}>"
+        if self._raw is not None:
+            self._raw.append(raw)
+            if tag == self._raw_name:
+                self._raw_depth -= 1
+                if self._raw_depth == 0:
+                    self._end_raw()
+            return
+        if tag in VOID:
+            self._markup(raw)
+            return
+        if tag in INLINE and any(span.name == tag for span in self._open):
+            while self._open:
+                span = self._open.pop()
+                span.end = self._length
+                span.closed = span.name == tag
+                if span.name == tag:
+                    break
+            self._depth -= 1
+            return
+        self._depth = max(0, self._depth - 1)
+        self._markup(raw)
+
+    def handle_data(self, data: str) -> None:
+        if self._raw is not None:
+            self._raw.append(data)
+        else:
+            self._add_text(data)
+
+    def handle_entityref(self, name: str) -> None:
+        self._entity(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self._entity(f"&#{name};")
+
+    def _entity(self, raw: str) -> None:
+        if self._raw is not None:
+            self._raw.append(raw)
+        else:
+            self._add_text(html.unescape(raw))
+
+    def handle_comment(self, data: str) -> None:
+        self._verbatim(f"<!--{data}-->")
+
+    def handle_decl(self, decl: str) -> None:
+        self._verbatim(f"<!{decl}>")
+
+    def handle_pi(self, data: str) -> None:
+        self._verbatim(f"<?{data}>")
+
+    def unknown_decl(self, data: str) -> None:
+        self._verbatim(f"<![{data}]>")
+
+    def _verbatim(self, raw: str) -> None:
+        if self._raw is not None:
+            self._raw.append(raw)
+        else:
+            self._markup(raw)
+
+    # -- opaque and literal elements ------------------------------------------------------------------
+
+    def _start_raw(self, raw: str, tag: str, literal: bool) -> None:
+        self._raw, self._raw_name, self._raw_depth, self._raw_literal = [raw], tag, 1, literal
+
+    def _end_raw(self) -> None:
+        assert self._raw is not None
+        markup = "".join(self._raw)
+        literal = self._raw_literal
+        self._raw = None
+        self._depth = max(0, self._depth - 1)
+        if literal:
+            key = "{" + str(len(self._literals) + 1) + "}"
+            self._literals[key] = markup
+            self._add_text(key)
+        else:
+            self.parts.append(markup)
+
+    def finish(self) -> Document:
+        self.close()
+        if self._raw is not None:  # never closed: the rest is copied as it is
+            markup = "".join(self._raw)
+            self._raw = None
+            self._markup(markup)
+        leftover = self.rawdata  # text HTMLParser kept back (an unfinished tag at the very end)
+        self._flush()
+        if leftover:
+            self.parts.append(leftover)
+        return Document(self.parts, self.segments)
+
+
+def _plain_markup(text: str, spans: list[Span]) -> str:
+    """Whitespace-only text with its (empty) inline elements, written back as it came."""
+    out, position = [], 0
+    for span in sorted(spans, key=lambda s: (s.start, s.depth)):
+        out.append(html.escape(text[position : span.start], quote=False))
+        out.append(span.start_tag + (f"</{span.name}>" if span.closed else ""))
+        position = span.start
+    out.append(html.escape(text[position:], quote=False))
+    return "".join(out)
+
+
+def parse_html(markup: str) -> Document:
+    parser = _Parser()
+    parser.feed(markup)
+    return parser.finish()
+
+
+def _tokens(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def _escape(text: str, literals: dict[str, str], used: set[str]) -> str:
+    """Translated text as HTML: escaped, with each literal's placeholder (first occurrence) put back."""
+    out, position = [], 0
+    for match in _PLACEHOLDER.finditer(text):
+        key = match.group(0)
+        if key in literals and key not in used:
+            used.add(key)
+            out.append(html.escape(text[position : match.start()], quote=False))
+            out.append(literals[key])
+            position = match.end()
+    out.append(html.escape(text[position:], quote=False))
+    return "".join(out)
+
+
+def _lost(literals: dict[str, str], used: set[str]) -> str:
+    """Literals the translation dropped, at the end of the segment: nothing of the input is lost."""
+    return "".join(" " + markup for key, markup in literals.items() if key not in used)
+
+
+def render(segment: Segment, target: str, links: list[tuple[int, int]]) -> str:
+    """The segment's translation ``target`` as HTML, with its inline elements around the target words aligned
+    (``links``: (target word, source word) pairs, words being whitespace-separated tokens) to theirs."""
+    source_tokens, target_tokens = _tokens(segment.text), _tokens(target)
+    if not segment.spans or not target_tokens:
+        used: set[str] = set()
+        empty = "".join(s.start_tag + (f"</{s.name}>" if s.closed else "") for s in segment.spans)
+        return _escape(target, segment.literals, used) + _lost(segment.literals, used) + empty
+    aligned: dict[int, set[int]] = {}
+    for t, s in links:
+        aligned.setdefault(s, set()).add(t)
+    ranges: list[tuple[int, int]] = []  # each span's target token range [first, last], nested like the input
+    for index, span in enumerate(segment.spans):
+        covered = [i for i, (a, b) in enumerate(source_tokens) if a < span.end and b > span.start]
+        targets = sorted({t for s in covered for t in aligned.get(s, ())})
+        if targets:
+            first, last = targets[0], targets[-1]
+        else:  # nothing aligned: the target word at the same relative place
+            where = covered[0] if covered else _token_at(source_tokens, span.start)
+            first = last = min(len(target_tokens) - 1, round(where * len(target_tokens) / max(1, len(source_tokens))))
+        parent = next(
+            (ranges[j] for j in range(index - 1, -1, -1) if _inside(segment.spans[index], segment.spans[j])), None
+        )
+        if parent is not None:  # stay inside the enclosing element's range
+            first, last = max(first, parent[0]), min(last, parent[1])
+            if first > last:
+                first = last = parent[0]
+        for j in range(index):  # do not cross an earlier sibling's range
+            other = ranges[j]
+            if _inside(segment.spans[index], segment.spans[j]) or not (first <= other[1] and last >= other[0]):
+                continue
+            if first >= other[0] and last <= other[1]:
+                continue  # inside the sibling's words: nests within its tag below
+            if first < other[0]:
+                last = min(last, other[0] - 1) if last <= other[1] else last
+            else:
+                first = max(first, other[1] + 1) if first <= other[1] else first
+            if first > last:
+                first = last = min(other[1] + 1, len(target_tokens) - 1)
+        ranges.append((first, last))
+    return _assemble(segment, target, target_tokens, ranges)
+
+
+def _token_at(tokens: list[tuple[int, int]], position: int) -> int:
+    return next((i for i, (_, end) in enumerate(tokens) if end > position), max(0, len(tokens) - 1))
+
+
+def _inside(inner: Span, outer: Span) -> bool:
+    return outer.depth < inner.depth and outer.start <= inner.start and inner.end <= outer.end
+
+
+def _assemble(segment: Segment, target: str, tokens: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> str:
+    """Open each span before its first token and close it after its last. The ranges nest or are disjoint
+    (``render`` makes them so), so closing in reverse order of opening is always right."""
+    opens: dict[int, list[int]] = {}
+    for index, (first, _) in enumerate(ranges):
+        opens.setdefault(first, []).append(index)
+    out: list[str] = []
+    stack: list[int] = []
+    used: set[str] = set()
+    position = 0
+    for t, (start, end) in enumerate(tokens):
+        out.append(_escape(target[position:start], {}, used))
+        # wider ranges open first, so that narrower ones nest inside them
+        for index in sorted(opens.get(t, []), key=lambda i: (-ranges[i][1], segment.spans[i].depth)):
+            out.append(segment.spans[index].start_tag)
+            stack.append(index)
+        out.append(_escape(target[start:end], segment.literals, used))
+        while stack and ranges[stack[-1]][1] == t:
+            index = stack.pop()
+            if segment.spans[index].closed:
+                out.append(f"</{segment.spans[index].name}>")
+        position = end
+    while stack:  # not reached with nested ranges; kept so that the output always closes what it opened
+        index = stack.pop()
+        if segment.spans[index].closed:
+            out.append(f"</{segment.spans[index].name}>")
+    out.append(_escape(target[position:], {}, used))
+    return "".join(out) + _lost(segment.literals, used)
