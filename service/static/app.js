@@ -172,11 +172,13 @@
   }
 
   function buildRequest() {
-    const attention = $("show-attention").checked;
+    const html = $("format").value === "html"; // one translation, no attention: the tags carry the alignment
+    const attention = !html && $("show-attention").checked;
     return {
       text: source.value,
+      format: html ? "html" : "text",
       beam_size: intValue(beamInput, 4),
-      n_best: intValue(nBestInput, 1),
+      n_best: html ? 1 : intValue(nBestInput, 1),
       return_attention: attention,
       return_scores: $("show-scores").checked,
       split_sentences: $("split-sentences").checked,

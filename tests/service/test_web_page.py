@@ -297,3 +297,18 @@ def test_api_docs_render_with_the_network_off(
     # ReDoc's side menu always asks for Redocly's logo; offline the image removes itself (its onError)
     assert [url for url in loaded if not url.startswith(server.url) and url != REDOCLY_LOGO] == []
     assert [m for m in severe_console_messages(browser) if REDOCLY_LOGO not in m] == []
+
+
+def test_page_translates_html_and_shows_it_as_markup_text(browser: WebDriver, server: ProcessServer) -> None:
+    markup = "<p>red <b>blue</b> green</p>"
+    open_page(browser, server)
+    Select(browser.find_element(By.ID, "format")).select_by_value("html")
+    set_field(browser, "source", markup)
+    submit(browser)
+    assert not browser.find_element(By.ID, "error").is_displayed(), browser.find_element(By.ID, "error").text
+    expected = server.client.post("/translate", json={"text": markup, "format": "html"}).json()
+    shown = browser.find_element(By.ID, "translation")
+    assert shown.text == expected["translations"][0]["text"]  # the markup as text, never rendered
+    assert shown.find_elements(By.TAG_NAME, "b") == []
+    assert not browser.find_element(By.ID, "attention-block").is_displayed()
+    Select(browser.find_element(By.ID, "format")).select_by_value("text")
