@@ -48,6 +48,12 @@ class Span:
     depth: int
     closed: bool = True
     """False when the input never closed it (the output then does not either)."""
+    end_tag: str = ""
+    """What closes it (Markdown's ``](url)``, ``**``); HTML's ``</name>`` when empty."""
+
+    @property
+    def closing(self) -> str:
+        return (self.end_tag or f"</{self.name}>") if self.closed else ""
 
 
 @dataclass
@@ -57,6 +63,8 @@ class Segment:
     spans: list[Span] = field(default_factory=list)
     literals: dict[str, str] = field(default_factory=dict)
     """Placeholder -> the literal element's markup, verbatim."""
+    escape: bool = True
+    """HTML-escape the translated text (False for Markdown)."""
 
 
 @dataclass
@@ -237,7 +245,7 @@ def _plain_markup(text: str, spans: list[Span]) -> str:
     out, position = [], 0
     for span in sorted(spans, key=lambda s: (s.start, s.depth)):
         out.append(html.escape(text[position : span.start], quote=False))
-        out.append(span.start_tag + (f"</{span.name}>" if span.closed else ""))
+        out.append(span.start_tag + span.closing)
         position = span.start
     out.append(html.escape(text[position:], quote=False))
     return "".join(out)
@@ -253,17 +261,18 @@ def _tokens(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
-def _escape(text: str, literals: dict[str, str], used: set[str]) -> str:
-    """Translated text as HTML: escaped, with each literal's placeholder (first occurrence) put back."""
+def _escape(text: str, literals: dict[str, str], used: set[str], escape: bool = True) -> str:
+    """Translated text as markup: escaped (HTML), with each literal's placeholder (first occurrence) put back."""
+    quote = (lambda t: html.escape(t, quote=False)) if escape else (lambda t: t)
     out, position = [], 0
     for match in _PLACEHOLDER.finditer(text):
         key = match.group(0)
         if key in literals and key not in used:
             used.add(key)
-            out.append(html.escape(text[position : match.start()], quote=False))
+            out.append(quote(text[position : match.start()]))
             out.append(literals[key])
             position = match.end()
-    out.append(html.escape(text[position:], quote=False))
+    out.append(quote(text[position:]))
     return "".join(out)
 
 
@@ -278,8 +287,8 @@ def render(segment: Segment, target: str, links: list[tuple[int, int]]) -> str:
     source_tokens, target_tokens = _tokens(segment.text), _tokens(target)
     if not segment.spans or not target_tokens:
         used: set[str] = set()
-        empty = "".join(s.start_tag + (f"</{s.name}>" if s.closed else "") for s in segment.spans)
-        return _escape(target, segment.literals, used) + _lost(segment.literals, used) + empty
+        empty = "".join(s.start_tag + s.closing for s in segment.spans)
+        return _escape(target, segment.literals, used, segment.escape) + _lost(segment.literals, used) + empty
     aligned: dict[int, set[int]] = {}
     for t, s in links:
         aligned.setdefault(s, set()).add(t)
@@ -332,22 +341,19 @@ def _assemble(segment: Segment, target: str, tokens: list[tuple[int, int]], rang
     out: list[str] = []
     stack: list[int] = []
     used: set[str] = set()
+    escape = segment.escape
     position = 0
     for t, (start, end) in enumerate(tokens):
-        out.append(_escape(target[position:start], {}, used))
+        out.append(_escape(target[position:start], {}, used, escape))
         # wider ranges open first, so that narrower ones nest inside them
         for index in sorted(opens.get(t, []), key=lambda i: (-ranges[i][1], segment.spans[i].depth)):
             out.append(segment.spans[index].start_tag)
             stack.append(index)
-        out.append(_escape(target[start:end], segment.literals, used))
+        out.append(_escape(target[start:end], segment.literals, used, escape))
         while stack and ranges[stack[-1]][1] == t:
-            index = stack.pop()
-            if segment.spans[index].closed:
-                out.append(f"</{segment.spans[index].name}>")
+            out.append(segment.spans[stack.pop()].closing)
         position = end
     while stack:  # not reached with nested ranges; kept so that the output always closes what it opened
-        index = stack.pop()
-        if segment.spans[index].closed:
-            out.append(f"</{segment.spans[index].name}>")
-    out.append(_escape(target[position:], {}, used))
+        out.append(segment.spans[stack.pop()].closing)
+    out.append(_escape(target[position:], {}, used, escape))
     return "".join(out) + _lost(segment.literals, used)

@@ -94,12 +94,12 @@ class TranslateRequest(BaseModel):
         max_length=200,
         description="The model to use, by name (GET /models); instead of, or checked against, the languages.",
     )
-    format: Literal["text", "html"] = Field(
+    format: Literal["text", "html", "markdown"] = Field(
         "text",
         description="html: texts are HTML; the text is translated without its tags and each inline tag (b, i, a, "
         "span, ...) is put back around the words the engine aligned to the ones it enclosed; attributes, URLs, "
-        'code, pre, script and translate="no" stay as they are. One translation per text, without '
-        "alternatives or attention.",
+        'code, pre, script and translate="no" stay as they are. markdown: the same for emphasis and links; link '
+        "targets, code and URLs stay as they are. One translation per text, without alternatives or attention.",
     )
     split_sentences: bool = Field(
         True,
@@ -118,8 +118,10 @@ class TranslateRequest(BaseModel):
 
     @model_validator(mode="after")
     def _html_gives_one_translation(self) -> TranslateRequest:
-        if self.format == "html" and (self.n_best > 1 or self.return_attention):
-            raise ValueError("format html returns one translation per text: leave n_best at 1 and return_attention off")
+        if self.format != "text" and (self.n_best > 1 or self.return_attention):
+            raise ValueError(
+                f"format {self.format} returns one translation per text: leave n_best at 1 and return_attention off"
+            )
         return self
 
     @model_validator(mode="after")

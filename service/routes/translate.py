@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from core.markdown import parse_markdown
 from core.markup import Document, MarkupError, parse_html, render
 from core.sentences import Split, split_sentences, whole_text
 from core.translation import Translation
@@ -101,8 +102,8 @@ async def translate_texts(service: ServiceState, body: TranslateRequest, fields:
     model = service.models.current(slot)  # this request stays on this model, whatever reloads happen meanwhile
     fields["model"] = f"{model.name} {model.version}"
     documents = None
-    if body.format == "html":
-        documents = await asyncio.to_thread(_parse_html, texts)
+    if body.format != "text":
+        documents = await asyncio.to_thread(_parse, texts, body.format)
         texts = [segment.text for document in documents for segment in document.segments]
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
     service.batcher.check_room(sum(1 for t in texts if t.strip()))
@@ -134,13 +135,14 @@ async def translate_texts(service: ServiceState, body: TranslateRequest, fields:
     return Done(model, outputs, detected)
 
 
-def _parse_html(texts: list[str]) -> list[Document]:
+def _parse(texts: list[str], text_format: str) -> list[Document]:
+    parse = parse_markdown if text_format == "markdown" else parse_html
     documents = []
     for i, text in enumerate(texts):
         try:
-            documents.append(parse_html(text))
+            documents.append(parse(text))
         except MarkupError as err:
-            raise ApiError(422, "validation", f"text[{i}] cannot be translated as HTML: {err}") from None
+            raise ApiError(422, "validation", f"text[{i}] cannot be translated as {text_format}: {err}") from None
     return documents
 
 

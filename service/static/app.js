@@ -172,11 +172,12 @@
   }
 
   function buildRequest() {
-    const html = $("format").value === "html"; // one translation, no attention: the tags carry the alignment
+    const markup = $("format").value; // html, markdown: one translation, no attention (the tags carry the alignment)
+    const html = markup !== "text";
     const attention = !html && $("show-attention").checked;
     return {
       text: source.value,
-      format: html ? "html" : "text",
+      format: markup,
       beam_size: intValue(beamInput, 4),
       n_best: html ? 1 : intValue(nBestInput, 1),
       return_attention: attention,

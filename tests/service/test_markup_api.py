@@ -27,7 +27,7 @@ def test_html_comes_back_with_its_tags_around_the_same_words(shared_server: Thre
         ({"text": "<span>" * 600 + "deep", "format": "html"}, "nests more than"),
         ({"text": "<b>x</b>", "format": "html", "n_best": 2, "beam_size": 4}, "format html returns one translation"),
         ({"text": "<b>x</b>", "format": "html", "return_attention": True}, "format html returns one translation"),
-        ({"text": "x", "format": "markdown!"}, "format"),
+        ({"text": "x", "format": "docx"}, "format"),
     ],
 )
 def test_what_cannot_be_done_safely_is_a_422(
@@ -55,3 +55,11 @@ def test_what_cannot_be_done_safely_is_a_422(
 def test_hostile_markup_never_breaks_the_server(shared_server: ThreadServer, text: str) -> None:
     r = shared_server.client.post("/translate", json={"text": text, "format": "html"})
     assert r.status_code in (200, 413, 422), r.text
+
+
+def test_markdown_comes_back_as_markdown(shared_server: ThreadServer) -> None:
+    text = "## Click **Save**\n\nSee [the manual](https://x.org/m_a) or run `make`.\n"
+    r = shared_server.client.post("/translate", json={"text": text, "format": "markdown"})
+    assert r.status_code == 200, r.text
+    expected = "## **Save** Click\n\n`make`. run or [manual the](https://x.org/m_a) See\n"  # the fake engine reverses
+    assert r.json()["translations"][0]["text"] == expected
