@@ -26,6 +26,7 @@ ERROR_CODES = (
     "not_ready",
     "unknown_model",
     "unsupported_language_pair",
+    "unsupported_format",
     "overloaded",
     "timeout",
     "engine_error",

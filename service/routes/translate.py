@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import urllib.parse
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from pydantic import ValidationError
 
+from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, MarkupError, parse_html, render
 from core.sentences import Split, split_sentences, whole_text
@@ -77,10 +81,13 @@ class Done:
     detected: Detection | None
 
 
-async def translate_texts(service: ServiceState, body: TranslateRequest, fields: dict[str, Any]) -> Done:
+async def translate_texts(
+    service: ServiceState, body: TranslateRequest, fields: dict[str, Any], *, links: bool = False
+) -> Done:
     """What /translate does, for every API shape the server speaks: limits, model choice (detecting the source
     language for "auto"), sentence splitting, batching with other requests, joining the sentences back.
-    ``fields`` is the request's access log line; sizes go there even if it fails."""
+    ``fields`` is the request's access log line; sizes go there even if it fails. ``links``: each result carries
+    its word alignment (what documents need to put their markup back)."""
     settings = service.settings
     started = time.monotonic()
     texts = body.texts()
@@ -114,15 +121,14 @@ async def translate_texts(service: ServiceState, body: TranslateRequest, fields:
         _check_attention(flat, model.engine.max_source_pieces, settings.max_attention_pieces)
     timeout = max(0.001, settings.request_timeout_s - (time.monotonic() - started))
     options = body.options(settings.no_repeat_ngram_size, settings.length_penalty)
-    if documents is not None:  # tags go back by the word alignment
+    links = links or documents is not None
+    if links:  # tags go back by the word alignment
         options = dataclasses.replace(options, return_attention=True)
     try:
         translations = await service.batcher.translate(model.engine, flat, options, timeout)
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
-    wanted = Wanted(
-        scores=body.return_scores, attention=body.return_attention or documents is not None, n_best=body.n_best
-    )
+    wanted = Wanted(scores=body.return_scores, attention=body.return_attention or links, n_best=body.n_best)
     outputs = await asyncio.to_thread(_join, splits, translations, wanted)
     if documents is not None:
         outputs = await asyncio.to_thread(_render_html, documents, outputs, body.return_scores)
@@ -163,6 +169,88 @@ def _render_html(documents: list[Document], outputs: list[TextTranslation], scor
 
 def _links(out: TextTranslation) -> list[tuple[int, int]]:
     return [(link.target, link.source) for link in out.alignment or []]
+
+
+@router.post(
+    "/translate/document",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "The translated file, same name and type."},
+        **{k: v for k, v in _ERRORS.items() if k != 422},
+        415: _error("Not a kind of file this server translates (.txt, .html, .md, .po)."),
+        422: _error("The file is not UTF-8, not a valid catalog, or its markup nests too deep."),
+    },
+    summary="Translate a document: .txt, .html, .md or a gettext .po catalog",
+    description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`. The "
+    "file comes back translated with the same name and type: markup kept as with format html/markdown, a .po "
+    "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept.",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {
+                            "file": {"type": "string", "format": "binary"},
+                            "source_lang": {"type": "string"},
+                            "target_lang": {"type": "string"},
+                            "model": {"type": "string"},
+                        },
+                    }
+                }
+            },
+        }
+    },
+)
+async def translate_document(request: Request, service: Service, _: ApiKey) -> Response:
+    fields = request.state.log_fields
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "multipart/form-data":
+        raise ApiError(415, "unsupported_format", "send the document as multipart/form-data with a 'file' field")
+    try:
+        form = await request.form()
+    except Exception as err:
+        raise ApiError(422, "validation", f"the multipart body cannot be read: {err}") from None
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str) or not upload.filename:
+        raise ApiError(422, "validation", "missing the 'file' field (a file with a name)")
+    name = PurePath(upload.filename).name
+    options = {k: form.get(k) for k in ("source_lang", "target_lang", "model") if isinstance(form.get(k), str)}
+    try:
+        document = await asyncio.to_thread(read_document, name, await upload.read())
+    except DocumentError as err:
+        raise ApiError(
+            415 if "not a kind" in str(err) else 422,
+            "unsupported_format" if "not a kind" in str(err) else "validation",
+            str(err),
+        ) from None
+    except MarkupError as err:
+        raise ApiError(422, "validation", f"{name} cannot be translated: {err}") from None
+    settings = service.settings
+    if len(document.segments) > settings.max_queue:
+        raise ApiError(
+            413,
+            "too_large",
+            f"{name} has {len(document.segments)} paragraphs and strings to translate; the limit is "
+            f"{settings.max_queue} (MT_MAX_QUEUE): split the document",
+        )
+    fields.update(document=name, segments=len(document.segments))
+    done: list[tuple[str, list[tuple[int, int]]]] = []
+    step = settings.max_texts
+    for start in range(0, len(document.segments), step):
+        chunk = document.segments[start : start + step]
+        try:
+            body = TranslateRequest.model_validate({"text": [s.text for s in chunk], **options})
+        except ValidationError as err:
+            raise ApiError(422, "validation", f"{err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
+        result = await translate_texts(service, body, dict(fields), links=True)
+        done += [(t.text, _links(t)) for t in result.texts]
+    data = await asyncio.to_thread(document.rebuild, done)
+    quoted = urllib.parse.quote(name, safe="")
+    return Response(
+        data, media_type=document.media_type, headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"}
+    )
 
 
 def _detected(detection: Detection) -> str:
