@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     for method in ("alignment", "position"):
         r = tags[method]  # type: ignore[index]
         rows.append(
-            f"| {method} | {r['elements']} | {r['exact_elements_pct']}% | {r['mean_f1']} | {r['paragraphs_all_exact_pct']}% |"
+            f"| {method} | {r['elements']} | {r['exact_elements_pct']}% | {r['mean_f1']} "
+            f"| {r['paragraphs_all_exact_pct']}% |"
         )
     table = "\n".join(rows)
     lines = [
