@@ -281,9 +281,10 @@ def _lost(literals: dict[str, str], used: set[str]) -> str:
     return "".join(" " + markup for key, markup in literals.items() if key not in used)
 
 
-def render(segment: Segment, target: str, links: list[tuple[int, int]]) -> str:
+def render(segment: Segment, target: str, links: list[tuple[int, int]], copies: bool = True) -> str:
     """The segment's translation ``target`` as HTML, with its inline elements around the target words aligned
-    (``links``: (target word, source word) pairs, words being whitespace-separated tokens) to theirs."""
+    (``links``: (target word, source word) pairs, words being whitespace-separated tokens) to theirs. Where the
+    translation copied the enclosed words verbatim, the copies are taken instead (``copies``)."""
     source_tokens, target_tokens = _tokens(segment.text), _tokens(target)
     if not segment.spans or not target_tokens:
         used: set[str] = set()
@@ -295,7 +296,8 @@ def render(segment: Segment, target: str, links: list[tuple[int, int]]) -> str:
     ranges: list[tuple[int, int]] = []  # each span's target token range [first, last], nested like the input
     for index, span in enumerate(segment.spans):
         covered = [i for i, (a, b) in enumerate(source_tokens) if a < span.end and b > span.start]
-        targets = sorted({t for s in covered for t in aligned.get(s, ())})
+        copied = _copied(segment.text, source_tokens, covered, target, target_tokens) if copies else []
+        targets = copied or sorted({t for s in covered for t in aligned.get(s, ())})
         if targets:
             first, last = targets[0], targets[-1]
         else:  # nothing aligned: the target word at the same relative place
@@ -322,6 +324,30 @@ def render(segment: Segment, target: str, links: list[tuple[int, int]]) -> str:
                 first = last = min(other[1] + 1, len(target_tokens) - 1)
         ranges.append((first, last))
     return _assemble(segment, target, target_tokens, ranges)
+
+
+_EDGE = "\"'.,;:!?()[]{}<>«»„“”‚‘’"
+
+
+def _copied(
+    source: str,
+    source_tokens: list[tuple[int, int]],
+    covered: list[int],
+    target: str,
+    target_tokens: list[tuple[int, int]],
+) -> list[int]:
+    """Where the translation copied every enclosed word verbatim (names, identifiers, numbers), each exactly once,
+    those target words: a copy is a surer link than attention. Else nothing."""
+    found = []
+    for s in covered:
+        word = source[source_tokens[s][0] : source_tokens[s][1]].strip(_EDGE)
+        if len(word) < 2:
+            return []
+        matches = [t for t, (a, b) in enumerate(target_tokens) if target[a:b].strip(_EDGE) == word]
+        if len(matches) != 1:
+            return []
+        found.append(matches[0])
+    return sorted(found)
 
 
 def _token_at(tokens: list[tuple[int, int]], position: int) -> int:
