@@ -16,7 +16,7 @@ import pytest
 from core.translation import DecodeOptions, Translation
 from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueFull, RequestTimeout
 from service.metrics import Metrics
-from service.scheduler import Scheduler
+from service.scheduler import IDLE_EXIT_S, Scheduler
 from tests.service.fake_engine import FakeEngine
 
 T = TypeVar("T")
@@ -214,3 +214,41 @@ def test_auto_picks_continuous_batching_on_a_gpu_only(monkeypatch: pytest.Monkey
     assert scheduler_kind(settings(provider="cpu")) == "batch"
     monkeypatch.setattr(inference.engine, "choose_providers", lambda requested: ["CUDAExecutionProvider"])
     assert scheduler_kind(settings()) == "continuous"
+
+
+def test_a_reload_during_random_arrivals_finishes_each_request_on_its_own_model() -> None:
+    """Requests tokenized by the old model finish on it while new ones decode on the new one; nothing is lost,
+    and the old engine's lane goes once its workers have idled out."""
+    old, new = engine(steps_per_word=1, step_s=0.001), engine(steps_per_word=1, step_s=0.001, prefix="v2:")
+    rng = random.Random(11)
+    plans = [(words(rng.randint(1, 25), i), rng.random() * 0.2) for i in range(50)]
+
+    async def body(s: Scheduler) -> tuple[dict[int, tuple[str, str]], int]:
+        outcomes: dict[int, tuple[str, str]] = {}
+        current = {"engine": old}
+
+        async def send(i: int, text: str, e: FakeEngine) -> None:  # e: the model the request started on
+            [t] = await s.translate(e, [e.tokenize(text)], GREEDY, 10)
+            outcomes[i] = ("old" if e is old else "new", t.best.text)
+
+        tasks = []
+        for i, (text, delay) in enumerate(plans):
+            if i == len(plans) // 2:
+                current["engine"] = new  # the reload: later requests go to the new model
+            await asyncio.sleep(delay / 20)
+            tasks.append(asyncio.create_task(send(i, text, current["engine"])))
+        await asyncio.gather(*tasks)
+        for _ in range(int(IDLE_EXIT_S / 0.05) + 20):  # idle workers leave after IDLE_EXIT_S, and their lane with them
+            if len(s._lanes) <= 1:
+                break
+            await asyncio.sleep(0.05)
+        return outcomes, len(s._lanes)
+
+    outcomes, lanes = run(BatchLimits(max_sentences=8), body)
+    assert sorted(outcomes) == list(range(len(plans)))
+    for i, (text, _) in enumerate(plans):
+        which, got = outcomes[i]
+        assert which == ("old" if i < len(plans) // 2 else "new")
+        assert got == ("" if which == "old" else "v2:") + " ".join(reversed(text.split()))
+    assert {len(b) for b in old.batches} and {len(b) for b in new.batches}
+    assert lanes <= 1  # the old model's lane is gone once drained (the new one's may still idle)
