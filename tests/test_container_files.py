@@ -435,11 +435,11 @@ def test_runtime_stage_settings(stages: list[Stage]) -> None:
     assert "/readyz" in healthcheck and "urllib" in healthcheck
     assert "curl" not in healthcheck and "wget" not in healthcheck
 
-    bundle = env["MT_BUNDLE"]
     destinations = [shlex.split(a)[-1].rstrip("/") for a in runtime.args("COPY")]
-    assert any(bundle.startswith(d + "/") for d in destinations), (
-        f"MT_BUNDLE={bundle} is not under any COPY destination {destinations}"
-    )
+    for bundle in (env.get("MT_BUNDLES") or env["MT_BUNDLE"]).split(","):
+        assert any(bundle.startswith(d + "/") for d in destinations), (
+            f"bundle {bundle} is not under any COPY destination {destinations}"
+        )
 
 
 def test_default_base_is_a_cuda13_cudnn_runtime() -> None:
@@ -568,11 +568,12 @@ def test_trainer_shares_bundles_with_translator(compose: dict[str, Any], stages:
 
     shared = set(named_volume_mounts(trainer)) & set(named_volume_mounts(translator))
     assert shared, "trainer and translator share no named volume for bundles"
-    bundle = translator["environment"]["MT_BUNDLE"]
+    environment = translator["environment"]
     mount_points = [named_volume_mounts(translator)[v] for v in shared]
-    assert any(bundle.startswith(m.rstrip("/") + "/") for m in mount_points), (
-        f"MT_BUNDLE={bundle} is not inside the shared volume ({mount_points})"
-    )
+    for bundle in (environment.get("MT_BUNDLES") or environment["MT_BUNDLE"]).split(","):
+        assert any(bundle.startswith(m.rstrip("/") + "/") for m in mount_points), (
+            f"bundle {bundle} is not inside the shared volume ({mount_points})"
+        )
 
 
 def test_ci_script_is_strict() -> None:
