@@ -37,7 +37,7 @@ PACKAGES = ("core", "inference", "service", "training")
 
 # pip options that change how the project is installed but not what gets installed.
 IRRELEVANT_PIP_OPTIONS = {"-e", "--editable", "--no-cache-dir", "-q", "--quiet", "--no-compile"}
-TRAINING_ONLY = {"torch", "onnx", "onnxscript", "sacrebleu", "tqdm", "polib"}
+TRAINING_ONLY = {"torch", "onnx", "onnxscript", "sacrebleu", "tqdm"}
 
 
 # --------------------------------------------------------------------------------------------------
