@@ -89,7 +89,7 @@ def help_pairs(corpus: Path, cache: Path, limit: int) -> list[tuple[str, str]]:
     return pairs[:limit] if limit else pairs
 
 
-def translate_segments(engine: object, texts: list[str]) -> list[tuple[str, list[tuple[int, int]]]]:
+def translate_segments(engine: object, texts: list[str]) -> list[tuple[str, list[tuple[int, int, float]]]]:
     """Each text translated like the server does it (sentence split, beam 4, its defaults), with word links."""
     from core.sentences import split_sentences
     from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
@@ -103,7 +103,7 @@ def translate_segments(engine: object, texts: list[str]) -> list[tuple[str, list
         split = split_sentences(text, "en")
         translations = engine.translate(split.sentences, options) if split.sentences else []  # type: ignore[attr-defined]
         result = text_translation(split, translations, Wanted(attention=True))
-        out.append((result.text, [(link.target, link.source) for link in result.alignment or []]))
+        out.append((result.text, [(link.target, link.source, link.weight) for link in result.alignment or []]))
     return out
 
 

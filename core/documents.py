@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.markdown import parse_markdown
-from core.markup import Document, Segment, parse_html, render
+from core.markup import Document, Links, Segment, parse_html, render
 
 KINDS = {
     ".txt": "text/plain",
@@ -44,7 +44,7 @@ class DocumentError(ValueError):
 @dataclass
 class DocumentFile:
     segments: list[Segment]
-    rebuild: Callable[[list[tuple[str, list[tuple[int, int]]]]], bytes]
+    rebuild: Callable[[list[tuple[str, Links]]], bytes]
     """Takes each segment's (translation, word links) in order; returns the translated file."""
     media_type: str
 
@@ -82,7 +82,7 @@ def _lines(text: str) -> Document:
     return Document(parts, segments)
 
 
-def _join(document: Document, done: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+def _join(document: Document, done: list[tuple[str, Links]]) -> bytes:
     rendered = [render(segment, text, links) for segment, (text, links) in zip(document.segments, done, strict=True)]
     return "".join(p if isinstance(p, str) else rendered[p] for p in document.parts).encode("utf-8")
 
@@ -124,7 +124,7 @@ def _catalog(text: str) -> DocumentFile:
             units.append(unit)
             segments.append(segment)
 
-    def rebuild(done: list[tuple[str, list[tuple[int, int]]]]) -> bytes:
+    def rebuild(done: list[tuple[str, Links]]) -> bytes:
         for segment, unit, (translated, _) in zip(segments, units, done, strict=True):
             value = unit.lead + _restore(segment, translated, unit) + unit.trail
             entry = unit.entry

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -30,6 +31,10 @@ MAX_DEPTH = 512
 """Deeper nesting is refused (MarkupError): a document 10,000 elements deep is an attack, not a page."""
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 _TOKEN = re.compile(r"\S+")
+
+
+Links = Sequence[tuple[int, int] | tuple[int, int, float]]
+"""(target word, source word) pairs, optionally with the link's weight."""
 
 
 class MarkupError(ValueError):
@@ -281,18 +286,30 @@ def _lost(literals: dict[str, str], used: set[str]) -> str:
     return "".join(" " + markup for key, markup in literals.items() if key not in used)
 
 
-def render(segment: Segment, target: str, links: list[tuple[int, int]], copies: bool = True) -> str:
+def render(
+    segment: Segment, target: str, links: Sequence[tuple[int, int] | tuple[int, int, float]], copies: bool = True
+) -> str:
     """The segment's translation ``target`` as HTML, with its inline elements around the target words aligned
-    (``links``: (target word, source word) pairs, words being whitespace-separated tokens) to theirs. Where the
-    translation copied the enclosed words verbatim, the copies are taken instead (``copies``)."""
+    (``links``: (target word, source word[, weight]) triples, words being whitespace-separated tokens) to theirs.
+    With weights, a source word that several target words link to keeps the strongest one only ("Klicken Sie auf
+    <b>Speichern</b>", not "<b>Sie auf Speichern</b>"). Where the translation copied the enclosed words
+    verbatim, the copies are taken instead (``copies``)."""
     source_tokens, target_tokens = _tokens(segment.text), _tokens(target)
     if not segment.spans or not target_tokens:
         used: set[str] = set()
         empty = "".join(s.start_tag + s.closing for s in segment.spans)
         return _escape(target, segment.literals, used, segment.escape) + _lost(segment.literals, used) + empty
     aligned: dict[int, set[int]] = {}
-    for t, s in links:
-        aligned.setdefault(s, set()).add(t)
+    best: dict[int, tuple[float, int]] = {}
+    for link in links:
+        t, s = link[0], link[1]
+        if len(link) == 3:
+            if link[2] > best.get(s, (-1.0, 0))[0]:  # type: ignore[misc]
+                best[s] = (link[2], t)  # type: ignore[misc]
+        else:
+            aligned.setdefault(s, set()).add(t)
+    for s, (_, t) in best.items():
+        aligned[s] = {t}
     ranges: list[tuple[int, int]] = []  # each span's target token range [first, last], nested like the input
     for index, span in enumerate(segment.spans):
         covered = [i for i, (a, b) in enumerate(source_tokens) if a < span.end and b > span.start]

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
-from core.markup import Document, MarkupError, parse_html, render
+from core.markup import Document, Links, MarkupError, parse_html, render
 from core.sentences import Split, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
@@ -167,8 +167,8 @@ def _render_html(documents: list[Document], outputs: list[TextTranslation], scor
     return results
 
 
-def _links(out: TextTranslation) -> list[tuple[int, int]]:
-    return [(link.target, link.source) for link in out.alignment or []]
+def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
+    return [(link.target, link.source, link.weight) for link in out.alignment or []]
 
 
 @router.post(
@@ -236,7 +236,7 @@ async def translate_document(request: Request, service: Service, _: ApiKey) -> R
             f"{settings.max_queue} (MT_MAX_QUEUE): split the document",
         )
     fields.update(document=name, segments=len(document.segments))
-    done: list[tuple[str, list[tuple[int, int]]]] = []
+    done: list[tuple[str, Links]] = []
     step = settings.max_texts
     for start in range(0, len(document.segments), step):
         chunk = document.segments[start : start + step]
