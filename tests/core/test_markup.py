@@ -183,3 +183,13 @@ def test_hostile_markup() -> None:
     assert translate(huge, "reverse").count("x" * 100_000) == 1
     assert translate("<p>a &lt;b&gt; &amp; c</p>", "same") == "<p>a &lt;b&gt; &amp; c</p>"
     assert translate("<<<>>>&&&", "same") == "&lt;&lt;&lt;&gt;&gt;&gt;&amp;&amp;&amp;"  # stray brackets: escaped text
+
+
+def test_with_weights_a_source_word_keeps_its_strongest_target_word() -> None:
+    segment = parse_html("<p>Click <b>Save</b> to store your changes.</p>").segments[0]
+    target = "Klicken Sie auf Speichern, um Ihre Änderungen zu speichern."
+    # "Sie" and "auf" attend to "Save" too, less than "Speichern," does
+    links = [(0, 0, 0.9), (1, 1, 0.3), (2, 1, 0.35), (3, 1, 0.6), (4, 2, 0.5), (5, 4, 0.8), (6, 5, 0.9), (7, 2, 0.4)]
+    assert render(segment, target, links) == "Klicken Sie auf <b>Speichern,</b> um Ihre Änderungen zu speichern."
+    unweighted = [(t, s) for t, s, _ in links]
+    assert render(segment, target, unweighted, copies=False).startswith("Klicken <b>Sie auf Speichern,</b>")
