@@ -128,6 +128,18 @@ def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def on_validation(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, RequestValidationError)
         message, details = _validation_message(err.errors())
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if (
+            request.method == "POST"
+            and kind
+            and kind != "application/json"
+            and any(tuple(e.get("loc", ()))[:1] == ("body",) for e in err.errors())
+        ):
+            # a form or text body where JSON is expected: say that, not "Input should be a valid dictionary"
+            message = (
+                f"the body is {kind}; this endpoint takes JSON: send it with Content-Type: application/json "
+                "(LibreTranslate-style form bodies are taken under /libretranslate/)"
+            )
         count(request, "validation")
         return error_response(request_id(request), 422, "validation", message, details=details)
 

@@ -145,12 +145,14 @@ class ModelSlot:
                     )
             except LoadFailed as err:
                 self.error = err.reason
-                self._metrics.reloads.labels(self.name, "failure").inc()
+                if self.current is not None:
+                    self._metrics.reloads.labels(self.name, "failure").inc()
                 raise
             finally:
                 self.loading = False
             previous, self.current, self.error = self.current, model, None
-            self._metrics.reloads.labels(self.name, "success").inc()
+            if previous is not None:
+                self._metrics.reloads.labels(self.name, "success").inc()
             self._metrics.set_model(model.name, model.version, model.engine.provider)
             log.info(
                 "serving model %s %s from %s (%s, loaded in %.1f s)%s",

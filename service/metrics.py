@@ -2,17 +2,44 @@
 
 from __future__ import annotations
 
+import platform
+from importlib import metadata
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 # A health check answers in milliseconds; a long text at beam 4 on two CPU cores in tens of seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
+# A sentence waits from sub-millisecond (an idle GPU) to the batch wait (MT_MAX_WAIT_MS, 5 ms) and on under load.
+QUEUE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SENTENCE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+disable_created_metrics()  # no ``_created`` twin of every counter and histogram
+
+
+def _onnxruntime_version() -> str:
+    gpu = _version("onnxruntime-gpu")
+    return gpu if gpu != "unknown" else _version("onnxruntime")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def model_label(engine: Any) -> str:
@@ -39,7 +66,7 @@ class Metrics:
         self.queue_wait_seconds = Histogram(
             "mt_queue_wait_seconds",
             "Time a sentence waited in the batch queue before its batch started decoding.",
-            buckets=LATENCY_BUCKETS,
+            buckets=QUEUE_BUCKETS,
             registry=r,
         )
         self.queue_depth = Gauge(
@@ -90,6 +117,10 @@ class Metrics:
             registry=r,
         )
         self.sentences = Counter("mt_translated_sentences", "Sentences translated, by model.", ["model"], registry=r)
+        self.texts = Counter("mt_translated_texts", "Texts of requests translated, by model.", ["model"], registry=r)
+        self.characters = Counter(
+            "mt_translated_characters", "Characters of the texts translated, by model.", ["model"], registry=r
+        )
         self.errors = Counter(
             "mt_errors",
             "Requests that failed, by reason (validation, too_large, overloaded, timeout, ...).",
@@ -97,7 +128,10 @@ class Metrics:
             registry=r,
         )
         self.reloads = Counter(
-            "mt_model_reloads", "Model load and reload attempts, by model and result.", ["model", "result"], registry=r
+            "mt_model_reloads",
+            "Reloads of a model being served (admin or SIGHUP), by model and result; the start-up load is not one.",
+            ["model", "result"],
+            registry=r,
         )
         self.ready = Gauge("mt_ready", "1 when every model is loaded and warmed up, else 0.", registry=r)
         self.model_ready = Gauge("mt_model_ready", "1 when the model is loaded and warmed up.", ["model"], registry=r)
@@ -108,6 +142,14 @@ class Metrics:
             registry=r,
         )
         self._model_labels: dict[str, tuple[str, str, str]] = {}
+        Gauge(
+            "mt_build_info",
+            "Versions of this server and what it runs on (value 1).",
+            ["version", "python", "onnxruntime"],
+            registry=r,
+        ).labels(_version("transformer-mt"), platform.python_version(), _onnxruntime_version()).set(1)
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        PlatformCollector(registry=r)  # python_info
 
     def set_model(self, name: str, version: str, provider: str) -> None:
         """``name`` went live with this version: its info series replaces the previous version's."""

@@ -60,3 +60,20 @@ def test_promtool_accepts_the_metrics(server: ThreadServer) -> None:
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "" and result.stderr.strip() == "", "promtool lint findings"
+
+
+def test_process_build_and_text_counters_without_created_twins(server: ThreadServer) -> None:
+    text = traffic(server)
+    for name in ("process_resident_memory_bytes", "process_cpu_seconds_total", "python_info", "mt_build_info{"):
+        assert f"\n{name}" in text, name
+    assert "_created" not in text
+    assert 'mt_translated_texts_total{model="fake-en-de"} 1.0' in text
+    assert 'mt_translated_characters_total{model="fake-en-de"} 22.0' in text  # "some words. more words"
+    assert 'mt_model_reloads_total{model="fake-en-de",result="success"} 0.0' in text  # the start-up load is no reload
+    assert 'mt_queue_wait_seconds_bucket{le="0.001"}' in text
+
+
+def test_a_form_body_is_told_to_send_json(server: ThreadServer) -> None:
+    r = server.client.post("/translate", data={"text": "hello"})
+    assert r.status_code == 422
+    assert "takes JSON" in r.json()["message"] and "application/x-www-form-urlencoded" in r.json()["message"]
