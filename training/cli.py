@@ -53,6 +53,12 @@ def _vocab(args: argparse.Namespace) -> int:
 
     tok = train_vocab(args.train, args.out, args.size, args.model_type, seed=args.seed)
     print(f"wrote {args.out}/spm.model and vocab.json ({len(tok)} pieces)")
+    if len(tok) < args.size:
+        print(
+            f"note: asked for {args.size} pieces, the corpus gave {len(tok)}: sentencepiece stops when the text has "
+            "no more to learn (a small corpus). The vocabulary works; a smaller --size says so up front.",
+            file=sys.stderr,
+        )
     return 0
 
 

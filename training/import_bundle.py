@@ -1,8 +1,8 @@
 """``python -m training import-bundle``: turn an exported model bundle back into a checkpoint.
 
 A bundle is what ships and what a server holds; the checkpoint it came from is often gone. Importing the bundle
-gives a weights-only checkpoint that ``train --init`` continues training from (new data, a new domain, more
-steps) and that ``export`` re-exports.
+gives a weights-only checkpoint that ``train --set train.init=CKPT`` continues training from (new data, a new
+domain, more steps) and that ``export`` re-exports.
 
 How the weights are found: the exporter folds several parameters into one constant (the query/key/value
 projections into one matrix, the cross-attention keys and values of every decoder layer into another) and
@@ -219,7 +219,7 @@ def register(subparsers: Any) -> None:
     """Add ``import-bundle`` to ``python -m training``."""
     p = subparsers.add_parser(
         "import-bundle",
-        help="turn a model bundle back into a checkpoint (to continue training it with train --init)",
+        help="turn a model bundle back into a checkpoint (to continue training it with train --set train.init=CKPT)",
         description="Read the weights out of a bundle's ONNX graphs (int8 bundles are dequantized, fp16 ones "
         "widened) and write a weights-only checkpoint with the bundle's vocabulary, checked against the bundle.",
     )

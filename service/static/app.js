@@ -115,6 +115,7 @@
 
   const ERROR_TITLES = {
     too_large: "The text is too long",
+    empty: "Nothing to translate",
     validation: "Some options are not valid",
     overloaded: "The server is busy",
     not_ready: "The model is not ready yet",
@@ -190,7 +191,7 @@
   async function translate() {
     if (busy) return;
     if (!source.value.trim()) {
-      showError({ code: "validation", message: "There is nothing to translate: type a text first." });
+      showError({ code: "empty", message: "There is nothing to translate: type a text first." });
       source.focus();
       return;
     }
