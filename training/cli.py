@@ -136,8 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--dev-size", type=int, default=1000)
     p.add_argument("--test-size", type=int, default=1000)
-    p.add_argument("--max-words", type=int, default=150)
-    p.add_argument("--max-ratio", type=float, default=3.0)
+    p.add_argument(
+        "--max-words", type=int, default=150, help="drop pairs with a side longer than this (words; default 150)"
+    )
+    p.add_argument(
+        "--max-ratio",
+        type=float,
+        default=3.0,
+        help="drop pairs whose longer side has more than this many times the words of the shorter (default 3.0)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=_prepare)
 

@@ -163,13 +163,35 @@ def prepare(
     pairs, report = clean(read_pairs(train, target), max_words, max_ratio)
     given_dev = clean(read_pairs(dev), max_words, max_ratio)[0] if dev else None
     given_test = clean(read_pairs(test), max_words, max_ratio)[0] if test else None
+    notes: list[str] = []
     if given_dev is None or given_test is None:
+        wanted = (0 if given_dev else dev_size) + (0 if given_test else test_size)
+        if wanted > 0.2 * len(pairs):  # a small corpus: held-out sets of a tenth each, not the whole corpus
+            scaled = max(1, len(pairs) // 10)
+            notes.append(
+                f"{len(pairs)} clean pairs: dev and test take {scaled} each instead of {dev_size} and {test_size} "
+                "(--dev-size/--test-size); give your own with --dev/--test"
+            )
+            dev_size, test_size = min(dev_size, scaled), min(test_size, scaled)
         rest, dev_pairs, test_pairs = split(pairs, 0 if given_dev else dev_size, 0 if given_test else test_size, seed)
         dev_pairs, test_pairs = given_dev or dev_pairs, given_test or test_pairs
     else:
         rest, dev_pairs, test_pairs = pairs, given_dev, given_test
     held = {s for s, _ in dev_pairs + test_pairs}
     train_pairs = [p for p in rest if p[0] not in held]
+    dropped = ", ".join(f"{n} {why}" for why, n in report.dropped.items() if n)
+    for name, part in (("training", train_pairs), ("dev", dev_pairs), ("test", test_pairs)):
+        if not part:
+            raise DataError(
+                f"no {name} pairs would be left: {len(pairs)} of the input's pairs are clean"
+                + (
+                    f" (dropped: {dropped}; --max-words and --max-ratio, the longer side's words over the shorter "
+                    "side's, decide)"
+                    if dropped
+                    else ""
+                )
+                + "; give more data, smaller --dev-size/--test-size, or your own --dev/--test"
+            )
     report.dropped["in_dev_or_test"] += len(rest) - len(train_pairs)
     for name, part in (("train", train_pairs), ("dev", dev_pairs), ("test", test_pairs)):
         write_tsv(part, out / f"{name}.tsv")
@@ -178,6 +200,7 @@ def prepare(
         "train": len(train_pairs),
         "dev": len(dev_pairs),
         "test": len(test_pairs),
+        **({"notes": notes} if notes else {}),
     }
     (out / "report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary

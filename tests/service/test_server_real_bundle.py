@@ -233,7 +233,9 @@ def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate(
             assert r.status_code == 200, r.text
             assert list(during) == [alone[TEXTS[i % len(TEXTS)]] for i in range(24)]
         text = two.client.get("/metrics").text
-        assert 'mt_model_reloads_total{model="tiny-de-en",result="success"} 1.0' in text  # the start-up load is no reload
+        assert (
+            'mt_model_reloads_total{model="tiny-de-en",result="success"} 1.0' in text
+        )  # the start-up load is no reload
         assert 'mt_model_reloads_total{model="tiny-reverse",result="success"} 0.0' in text
 
 

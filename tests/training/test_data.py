@@ -89,3 +89,16 @@ def test_padded_batches_respect_the_budget_at_padded_width_and_repeat_shapes() -
 def test_padded_width_rounds_up() -> None:
     assert [padded_width(n, 8) for n in (1, 7, 8, 9, 16, 17)] == [8, 8, 8, 16, 16, 24]
     assert [padded_width(n, 1) for n in (1, 5)] == [1, 5]
+
+
+def test_prepare_scales_held_out_sets_to_a_small_corpus_and_never_writes_an_empty_split(tmp_path: Path) -> None:
+    from training.data import DataError, prepare, write_tsv
+
+    pairs = [(f"source sentence number {i}", f"Quellsatz Nummer {i}") for i in range(200)]
+    write_tsv(pairs, tmp_path / "all.tsv")
+    summary = prepare(tmp_path / "out", tmp_path / "all.tsv")  # the default 1000 + 1000 would take everything
+    assert (summary["dev"], summary["test"], summary["train"]) == (20, 20, 160)
+    assert "dev and test take 20 each" in summary["notes"][0]  # type: ignore[index]
+    write_tsv([("short", "a much much much longer target side here")] * 3, tmp_path / "bad.tsv")
+    with pytest.raises(DataError, match="no training pairs would be left.*--max-ratio"):
+        prepare(tmp_path / "out2", tmp_path / "bad.tsv")
