@@ -9,6 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
+from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 from training.config import PRESETS, ConfigError, load_config
 
 # Modules that add their own subcommands through register(subparsers).
@@ -207,10 +208,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("test", help="TSV test file")
     p.add_argument("--hypotheses", help="write the translations here, one per line")
     p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=DEFAULT_LENGTH_PENALTY,
+        help=f"rank hypotheses by log-probability / length ** A (default {DEFAULT_LENGTH_PENALTY}, the server's)",
+    )
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     p.add_argument(
-        "--no-repeat-ngram", type=int, default=0, metavar="N", help="forbid repeated n-grams of N pieces (0: off)"
+        "--no-repeat-ngram",
+        type=int,
+        default=DEFAULT_NO_REPEAT_NGRAM_SIZE,
+        metavar="N",
+        help=f"forbid repeated n-grams of N pieces (0: off; default {DEFAULT_NO_REPEAT_NGRAM_SIZE}, the server's)",
     )
     p.set_defaults(func=_evaluate)
 
