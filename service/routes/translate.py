@@ -138,9 +138,8 @@ async def translate_texts(
         fields["truncated_sentences"] = truncated
     if settings.debug:
         fields.update(source=texts, translation=[t.text for t in outputs])
-    originals = body.texts()
-    service.metrics.texts.labels(model.name).inc(len(originals))
-    service.metrics.characters.labels(model.name).inc(sum(len(t) for t in originals))
+    service.metrics.texts.labels(model.name).inc(fields["texts"])
+    service.metrics.characters.labels(model.name).inc(fields["chars"])
     return Done(model, outputs, detected)
 
 
