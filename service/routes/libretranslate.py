@@ -2,9 +2,9 @@
 
 Its field names, response shapes and status codes (LibreTranslate's API documentation, and its Python client
 ``libretranslatepy``): ``POST translate`` (``q`` a string or a list, ``source`` incl. ``auto``, ``target``,
-``format``, ``alternatives``, ``api_key``), ``GET languages``, ``POST detect``, ``POST translate_file`` (plain
-text files) with ``GET download_file/<name>``. Bodies may be JSON, form-encoded or multipart, as LibreTranslate
-accepts; errors are ``{"error": message}``. Behind it is the server's own /translate path (the same model
+``format``, ``alternatives``, ``api_key``), ``GET languages``, ``POST detect``, ``POST translate_file`` (the
+files /translate/document takes: .txt, .html, .md, .po) with ``GET download_file/<name>``. Bodies may be JSON,
+form-encoded or multipart, as LibreTranslate accepts; errors are ``{"error": message}``. Behind it is the server's own /translate path (the same model
 choice, limits, batching and metrics); ``format: html`` keeps the markup (core/markup.py), without alternatives
 as in LibreTranslate.
 """
@@ -23,9 +23,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
+from core.documents import KINDS
 from service.deps import Service, ServiceState
 from service.errors import ApiError
-from service.routes.translate import translate_texts
+from service.routes import translate as native
 from service.schemas import TranslateRequest
 
 router = APIRouter(prefix="/libretranslate", tags=["LibreTranslate-compatible"])
@@ -33,7 +34,6 @@ router = APIRouter(prefix="/libretranslate", tags=["LibreTranslate-compatible"])
 MAX_ALTERNATIVES = 15
 """n-best is at most the beam, and the beam at most 16."""
 
-FILE_FORMATS = (".txt",)
 KEPT_FILES = 64
 """Translated files kept for download_file, newest last; older ones are forgotten."""
 
@@ -217,7 +217,7 @@ async def translate(request: Request, service: Service) -> Response:
         text_format = _format(params)
         alternatives = _alternatives(params)
         body = _request(q, source, target, alternatives, text_format)
-        done = await translate_texts(service, body, request.state.log_fields)
+        done = await native.translate_texts(service, body, request.state.log_fields)
     except (LtError, ApiError) as err:
         return _error(err)
     texts = [t.text for t in done.texts]
@@ -304,20 +304,17 @@ async def translate_file(request: Request, service: Service) -> Response:
         name = PurePath(upload.filename or "").name
         if not name:
             raise LtError(400, "Invalid request: empty file")
-        if PurePath(name).suffix.lower() not in FILE_FORMATS:
-            raise LtError(
-                400, f"Invalid request: file format not supported (this server translates {', '.join(FILE_FORMATS)})"
-            )
+        if PurePath(name).suffix.lower() not in KINDS:
+            formats = ", ".join(sorted(KINDS))
+            raise LtError(400, f"Invalid request: file format not supported (this server translates {formats})")
         source, target = _language(params, "source"), _language(params, "target")
-        try:
-            content = (await upload.read()).decode("utf-8")
-        except UnicodeDecodeError:
-            raise LtError(400, "Invalid request: the file is not UTF-8 text") from None
-        translated = await _translate_document(service, request, content, source, target)
+        options = {"source_lang": source, "target_lang": target}
+        data = await upload.read()
+        translated, _ = await native.translate_file(service, name, data, options, request.state.log_fields)
     except (LtError, ApiError) as err:
         return _error(err)
     key = f"{uuid.uuid4()}.{name}"
-    _files(request).put(key, translated.encode("utf-8"))
+    _files(request).put(key, translated)
     url = str(request.url_for("libretranslate_download", filename=key))
     return _response(200, {"translatedFileUrl": url})
 
@@ -336,31 +333,9 @@ async def download_file(filename: str, request: Request) -> Response:
     download = filename.split(".", 1)[1] if "." in filename else filename
     return Response(
         data,
-        media_type="text/plain; charset=utf-8",
+        media_type=KINDS.get(PurePath(download).suffix.lower(), "application/octet-stream") + "; charset=utf-8",
         headers={"Content-Disposition": f"attachment; filename*=UTF-8''{_quote(download)}"},
     )
-
-
-async def _translate_document(service: ServiceState, request: Request, content: str, source: str, target: str) -> str:
-    """A file's text, translated in chunks of whole lines within the server's per-text and per-request limits."""
-    limit = service.settings.max_chars
-    chunks: list[str] = []
-    for line in content.splitlines(keepends=True):
-        while len(line) > limit:  # a single overlong line: cut it (rare in text files)
-            chunks.append(line[:limit])
-            line = line[limit:]
-        if chunks and len(chunks[-1]) + len(line) <= limit:
-            chunks[-1] += line
-        else:
-            chunks.append(line)
-    out: list[str] = []
-    step = service.settings.max_texts
-    for start in range(0, len(chunks), step):
-        group = chunks[start : start + step]
-        body = _request(group, source, target, 0)
-        done = await translate_texts(service, body, request.state.log_fields)
-        out.extend(t.text for t in done.texts)
-    return "".join(out)
 
 
 class _FileStore:

@@ -219,14 +219,23 @@ async def translate_document(request: Request, service: Service, _: ApiKey) -> R
         raise ApiError(422, "validation", "missing the 'file' field (a file with a name)")
     name = PurePath(upload.filename).name
     options = {k: form.get(k) for k in ("source_lang", "target_lang", "model") if isinstance(form.get(k), str)}
+    data, media_type = await translate_file(service, name, await upload.read(), options, fields)
+    quoted = urllib.parse.quote(name, safe="")
+    return Response(
+        data, media_type=media_type, headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"}
+    )
+
+
+async def translate_file(
+    service: ServiceState, name: str, data: bytes, options: dict[str, Any], fields: dict[str, Any]
+) -> tuple[bytes, str]:
+    """A whole file (core/documents.py) translated: its paragraphs and strings go through ``translate_texts`` in
+    groups of MT_MAX_TEXTS, with their word links, and the file is written again. Returns it and its media type."""
     try:
-        document = await asyncio.to_thread(read_document, name, await upload.read())
+        document = await asyncio.to_thread(read_document, name, data)
     except DocumentError as err:
-        raise ApiError(
-            415 if "not a kind" in str(err) else 422,
-            "unsupported_format" if "not a kind" in str(err) else "validation",
-            str(err),
-        ) from None
+        unknown = "not a kind" in str(err)
+        raise ApiError(415 if unknown else 422, "unsupported_format" if unknown else "validation", str(err)) from None
     except MarkupError as err:
         raise ApiError(422, "validation", f"{name} cannot be translated: {err}") from None
     settings = service.settings
@@ -248,11 +257,7 @@ async def translate_document(request: Request, service: Service, _: ApiKey) -> R
             raise ApiError(422, "validation", f"{err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
         result = await translate_texts(service, body, dict(fields), links=True)
         done += [(t.text, _links(t)) for t in result.texts]
-    data = await asyncio.to_thread(document.rebuild, done)
-    quoted = urllib.parse.quote(name, safe="")
-    return Response(
-        data, media_type=document.media_type, headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"}
-    )
+    return await asyncio.to_thread(document.rebuild, done), document.media_type
 
 
 def _detected(detection: Detection) -> str:

@@ -113,6 +113,13 @@ def test_a_text_file_is_translated_and_downloaded(server: ThreadServer) -> None:
     )
     assert r.status_code == 400 and "file format not supported" in r.json()["error"]
     assert server.client.get("/libretranslate/download_file/nothing.txt").status_code == 404
+    r = server.client.post(
+        "/libretranslate/translate_file",
+        data={"source": "en", "target": "de"},
+        files={"file": ("page.html", b"<p>Click <b>Save</b> now</p>", "text/html")},
+    )
+    page = httpx.get(r.json()["translatedFileUrl"])
+    assert page.text == "<p>de:now <b>Save</b> Click</p>" and page.headers["content-type"].startswith("text/html")
 
 
 def test_the_api_key_is_asked_for_as_libretranslate_does(tmp_path: Path) -> None:
