@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from core.tokenizer import Tokenizer
 from training import checkpoint
@@ -240,12 +241,16 @@ class Trainer:
         self.scaler.load_state_dict(ts["scaler"])
         self.pos = Position(**ts["position"])
         set_rng_state(ts["rng"])
+        budget = self.cfg.train.max_minutes
         log.info(
-            "resumed from %s at step %d (epoch %d, batch %d)",
+            "resumed from %s at step %d (epoch %d, batch %d) after %.1f of the run's %s; the limits count the whole "
+            "run: raise train.max_minutes or train.max_steps to train longer",
             path,
             self.pos.step,
             self.pos.epoch,
             self.pos.batch_in_epoch,
+            self.pos.elapsed / 60,
+            f"{budget:g} minutes" if budget else f"{self.cfg.train.max_steps} steps",
         )
 
     def initialize(self, path: Path) -> None:
@@ -317,17 +322,45 @@ class Trainer:
         batches = self.step_batches()
         started = time.monotonic() - self.pos.elapsed
         window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
+        if t.max_minutes and self.pos.elapsed >= t.max_minutes * 60:
+            log.info(
+                "this run has used its time budget (train.max_minutes=%g, counted over the whole run) at step %d: "
+                "nothing to do; to train on, raise it, e.g. --set train.max_minutes=%g",
+                t.max_minutes,
+                self.pos.step,
+                t.max_minutes * 2,
+            )
+        # One bar, keyed to the limit that stops the run: the time budget when there is one, else the steps.
+        by_time = bool(t.max_minutes)
         bar = tqdm(
-            total=t.max_steps,
-            initial=self.pos.step,
+            total=round(t.max_minutes * 60) if by_time else t.max_steps,
+            initial=min(round(self.pos.elapsed), round(t.max_minutes * 60)) if by_time else self.pos.step,
             disable=not self.is_main,
-            unit="step",
+            unit="s" if by_time else "step",
             mininterval=10,
             dynamic_ncols=True,
+            bar_format="{l_bar}{bar}| {elapsed} of the time budget, {remaining} left{postfix}" if by_time else None,
         )
+        with logging_redirect_tqdm():  # log lines print above the bar, not over it
+            self._loop(batches, started, bar, window_tokens, window_start, window_loss)
+        bar.close()
+        if self.pos.step % t.save_every:
+            self.save()
+        return self.pos
+
+    def _loop(  # type: ignore[no-untyped-def]
+        self, batches, started: float, bar: Any, window_tokens: int, window_start: float, window_loss: float
+    ) -> None:
+        cfg, t = self.cfg, self.cfg.train
+        by_time = bool(t.max_minutes)
         while self.pos.step < t.max_steps and not self.stop_requested:
             if t.max_minutes and time.monotonic() - started > t.max_minutes * 60:
-                log.info("time budget of %.1f minutes reached", t.max_minutes)
+                log.info(
+                    "time budget of %.1f minutes reached at step %d; run the same command with a larger "
+                    "train.max_minutes to go on from here",
+                    t.max_minutes,
+                    self.pos.step,
+                )
                 break
             lr = self.lr(self.pos.step + 1)
             for group in self.optimizer.param_groups:
@@ -356,7 +389,7 @@ class Trainer:
             self.pos.elapsed = time.monotonic() - started
             window_tokens += step_tokens
             window_loss += step_loss
-            bar.update(1)
+            bar.update(min(round(self.pos.elapsed), bar.total) - bar.n if by_time else 1)
             record: dict[str, Any] = {"step": self.pos.step, "train_nll": step_loss / step_tokens}
             if self.pos.step % t.log_every == 0:
                 rate = window_tokens / max(1e-9, time.monotonic() - window_start)
@@ -369,7 +402,7 @@ class Trainer:
                     rate * self.world,
                     self.pos.elapsed / 60,
                 )
-                bar.set_postfix(nll=f"{window_loss / window_tokens:.3f}", tok_s=f"{rate:.0f}")
+                bar.set_postfix(step=self.pos.step, nll=f"{window_loss / window_tokens:.3f}", tok_s=f"{rate:.0f}")
                 window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
             best = False
             if self.pos.step % t.eval_every == 0:
@@ -377,10 +410,6 @@ class Trainer:
             self.pos.history.append(record)
             if self.pos.step % t.save_every == 0 or best:
                 self.save(best)
-        bar.close()
-        if self.pos.step % t.save_every:
-            self.save()
-        return self.pos
 
     def _evaluate(self, record: dict[str, Any]) -> bool:
         if not self.is_main or not self.dev:

@@ -101,3 +101,18 @@ def test_cli_reports_bad_config_with_exit_code_2(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "n_heads=5" in result.stderr
+
+
+def test_a_run_that_used_its_time_budget_says_how_to_go_on(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    cmd = [*_train_cmd(run, synthetic_corpus, tiny_vocab, 100_000), "--set", "train.max_minutes=0.02"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "time budget of 0.0 minutes reached at step" in first.stderr
+    assert "of the time budget" in first.stderr  # the bar counts the budget, not the 100,000 steps
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from" in again.stderr and "raise train.max_minutes" in again.stderr
+    assert "has used its time budget" in again.stderr and "--set train.max_minutes=0.04" in again.stderr
