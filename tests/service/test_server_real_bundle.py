@@ -245,7 +245,8 @@ def test_html_through_the_real_engine_keeps_valid_markup(real: ProcessServer) ->
 
     texts = [
         "<p>red <b>blue</b> green</p>",
-        '<ul><li><a href="https://x.org/?a=1&amp;b=2">gold pink</a> white</li><li>black <i>navy <em>teal</em></i></li></ul>',
+        '<ul><li><a href="https://x.org/?a=1&amp;b=2">gold pink</a> white</li>'
+        "<li>black <i>navy <em>teal</em></i></li></ul>",
         "<p>cyan <code>plum --gray</code> red</p><pre>blue  red</pre>",
     ]
     body = translate(real, texts, format="html")
