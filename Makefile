@@ -1,6 +1,7 @@
 # Developer entry points. `make test` works on a fresh clone: it creates the venv and installs everything.
 #   make install        venv + `pip install -e '.[train,dev]'` (training, tests, linters)
 #   make install-serve  venv + `pip install -e .` (serving only: no torch; same spec as the Docker image)
+#   make install-train  venv + `pip install -e '.[train]'` (training and serving, no test or lint tools)
 #   make serve          run the HTTP service (MT_* environment variables pass through, e.g. MT_PORT=9000)
 #   make lint           ruff, ruff format --check, mypy, hadolint, compose schema, promtool
 #   make test           lint + pytest
@@ -24,8 +25,9 @@ SERVE_ARGS ?=
 PYPROJECT_HASH := $(shell (sha256sum pyproject.toml 2>/dev/null || shasum -a 256 pyproject.toml) | cut -c1-12)
 STAMP = $(VENV)/.installed-full-$(PYPROJECT_HASH)
 SERVE_STAMP = $(VENV)/.installed-serve-$(PYPROJECT_HASH)
+TRAIN_STAMP = $(VENV)/.installed-train-$(PYPROJECT_HASH)
 
-.PHONY: help venv install install-serve serve lint test format clean distclean
+.PHONY: help venv install install-serve install-train serve lint test format clean distclean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -51,6 +53,15 @@ endif
 	@touch $@
 
 install-serve: $(SERVE_STAMP)
+
+# Training needs torch and the corpus tools, not pytest, ruff, mypy, selenium or transformers.
+$(TRAIN_STAMP): pyproject.toml | $(PY)
+ifeq ($(wildcard $(STAMP)),)
+	$(PIP) install -e '.[train]'
+endif
+	@touch $@
+
+install-train: $(TRAIN_STAMP)
 
 serve: install-serve
 	$(PY) -m service $(SERVE_ARGS)
