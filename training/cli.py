@@ -115,6 +115,23 @@ def _evaluate_bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_keys() -> str:
+    """Every key --set and --config take, with its default (before the preset's own values)."""
+    import dataclasses
+
+    from training.config import Config
+
+    lines = ["settings (--set SECTION.KEY=VALUE; defaults before the preset's own values):"]
+    for section in dataclasses.fields(Config):
+        for item in dataclasses.fields(getattr(Config(), section.name)):
+            lines.append(f"  {section.name}.{item.name} = {getattr(getattr(Config(), section.name), item.name)!r}")
+    return "\n".join(lines)
+
+
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions as written, every option with its default."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m training",
@@ -135,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dev", help="use this TSV as the dev set instead of splitting one off")
     p.add_argument("--test", help="use this TSV as the test set instead of splitting one off")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--dev-size", type=int, default=1000)
-    p.add_argument("--test-size", type=int, default=1000)
+    p.add_argument("--dev-size", type=int, default=1000, help="dev pairs to split off (a tenth of a small corpus)")
+    p.add_argument("--test-size", type=int, default=1000, help="test pairs to split off (a tenth of a small corpus)")
     p.add_argument(
         "--max-words", type=int, default=150, help="drop pairs with a side longer than this (words; default 150)"
     )
@@ -144,9 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-ratio",
         type=float,
         default=3.0,
-        help="drop pairs whose longer side has more than this many times the words of the shorter (default 3.0)",
+        help="drop pairs whose longer side has more than this many times the words of the shorter",
     )
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="random seed")
     p.set_defaults(func=_prepare)
 
     p = sub.add_parser(
@@ -168,19 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("train", help="training TSV")
     p.add_argument("--out", required=True, help="vocabulary directory")
     p.add_argument("--size", type=int, default=8000, help="vocabulary size")
-    p.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram", help="sentencepiece's algorithm")
+    p.add_argument("--seed", type=int, default=1, help="random seed")
     p.set_defaults(func=_vocab)
 
     p = sub.add_parser(
         "train",
+        epilog=_config_keys(),
         help="train a model (resumes from RUN_DIR/last.pt if present)",
         description="Train with token-count batches, label smoothing and the inverse-"
         "sqrt schedule. Settings: --preset, then --config FILE.toml, then --set "
         "section.key=value overrides. Under torchrun it trains on every GPU.",
     )
     p.add_argument("run_dir", help="directory for checkpoints, logs and evals.jsonl")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument(
+        "--preset", choices=sorted(PRESETS), default="small", help="tiny (tests), small (CPU), base (the paper's)"
+    )
     p.add_argument("--config", help="TOML file with [model], [data], [train] sections")
     p.add_argument(
         "--set",
@@ -193,9 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("average", help="average the weights of several checkpoints")
     p.add_argument("--run-dir", help="take the last --last checkpoints of this run")
-    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--last", type=int, default=5, help="how many of the run's last checkpoints")
     p.add_argument("--checkpoints", nargs="*", help="explicit checkpoint files")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="the averaged checkpoint to write")
     p.set_defaults(func=_average)
 
     p = sub.add_parser(
@@ -204,15 +224,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate the source side of a TSV with the PyTorch reference "
         "decoder and score against the target side with sacrebleu.",
     )
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="a checkpoint (.pt), e.g. the run's averaged.pt")
     p.add_argument("test", help="TSV test file")
     p.add_argument("--hypotheses", help="write the translations here, one per line")
-    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--beam", type=int, default=4, help="beam width (the server's default)")
     p.add_argument(
         "--length-penalty",
         type=float,
         default=DEFAULT_LENGTH_PENALTY,
-        help=f"rank hypotheses by log-probability / length ** A (default {DEFAULT_LENGTH_PENALTY}, the server's)",
+        help="rank hypotheses by log-probability / length ** A (the server's default)",
     )
     p.add_argument("--limit", type=int, default=0, help="only the first N sentences")
     p.add_argument(
@@ -220,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_NO_REPEAT_NGRAM_SIZE,
         metavar="N",
-        help=f"forbid repeated n-grams of N pieces (0: off; default {DEFAULT_NO_REPEAT_NGRAM_SIZE}, the server's)",
+        help="forbid repeated n-grams of N pieces (0: off; the server's default)",
     )
     p.set_defaults(func=_evaluate)
 
@@ -230,10 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate each test TSV with the same engine the server uses and print "
         "BLEU and chrF (sacrebleu) per file.",
     )
-    p.add_argument("bundle")
+    p.add_argument("bundle", help="a model bundle directory")
     p.add_argument("tests", nargs="+", help="TSV test files")
-    p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--beam", type=int, default=4, help="beam width (the server's default)")
+    p.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: onnxruntime decides)")
     p.add_argument("--hypotheses", help="directory for the translations, one .hyp file per test file")
     p.add_argument("--json", help="also write the scores to this JSON file")
     p.add_argument(
@@ -260,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    for command in sub.choices.values():
+        command.formatter_class = _Help
     return parser
 
 

@@ -162,5 +162,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--out", type=Path, default=Path("data/mono-de"), help="output directory")
     parser.add_argument("--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache")
     parser.add_argument("--sources", type=lambda s: s.split(","), default=None, help="comma-separated subset")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the shuffle")
     parser.set_defaults(func=run_command)

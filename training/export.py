@@ -493,9 +493,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("checkpoint", help="checkpoint file (.pt), averaged or not")
     p.add_argument("out_dir", help="bundle directory to create")
     p.add_argument("--name", help="model name (default: the checkpoint's file name)")
-    p.add_argument("--version", default="0.1.0", help="model version (default 0.1.0)")
-    p.add_argument("--source-lang", default="en")
-    p.add_argument("--target-lang", default="de")
+    p.add_argument("--version", default="0.1.0", help="model version, reported by the server")
+    p.add_argument("--source-lang", default="en", help="ISO 639-1 code of the source language (in the manifest)")
+    p.add_argument("--target-lang", default="de", help="ISO 639-1 code of the target language (in the manifest)")
     p.add_argument(
         "--dtype", choices=DTYPES, default="fp32", help="fp16 halves the graphs for GPUs; LayerNorm/softmax stay fp32"
     )
@@ -514,7 +514,7 @@ def register(subparsers: Any) -> None:
         "provider (the main graphs stay for the CPU; e.g. --quantize int8-channel --gpu-dtype fp16). "
         "Default: none",
     )
-    p.add_argument("--opset", type=int, default=DEFAULT_OPSET)
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(
         "--attention-layer",
         type=int,
