@@ -28,6 +28,7 @@ from core.tokenizer import Tokenizer
 from training import checkpoint
 from training.cached_decode import cached_greedy
 from training.config import Config, dump_toml
+from training.curves import RunBoard
 from training.data import Example, encode_pairs, padded_width, read_pairs, token_batches
 from training.decode import strip_eos
 from training.literals import filled_copies
@@ -140,6 +141,7 @@ class Trainer:
     def __init__(self, cfg: Config, run_dir: str | Path):
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.board = RunBoard(self.run_dir)
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         if self.world > 1 and not dist.is_initialized():
@@ -344,6 +346,7 @@ class Trainer:
         with logging_redirect_tqdm():  # log lines print above the bar, not over it
             self._loop(batches, started, bar, window_tokens, window_start, window_loss)
         bar.close()
+        self.board.close()
         if self.pos.step % t.save_every:
             self.save()
         return self.pos
@@ -403,6 +406,9 @@ class Trainer:
                     self.pos.elapsed / 60,
                 )
                 bar.set_postfix(step=self.pos.step, nll=f"{window_loss / window_tokens:.3f}", tok_s=f"{rate:.0f}")
+                if self.is_main:
+                    train_scalars = {"train/nll": window_loss / window_tokens, "train/lr": lr, "train/tok_s": rate}
+                    self.board.scalars(self.pos.step, train_scalars)
                 window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
             best = False
             if self.pos.step % t.eval_every == 0:
@@ -426,6 +432,8 @@ class Trainer:
         )
         with (self.run_dir / "evals.jsonl").open("a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
+        self.board.scalars(self.pos.step, {f"dev/{k.removeprefix('dev_')}": float(v) for k, v in scores.items()})
+        self.board.curve()
         if scores["dev_chrf"] > self.pos.best_chrf:
             self.pos.best_chrf = scores["dev_chrf"]
             return True

@@ -5,6 +5,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.conftest import tiny_config
@@ -116,3 +117,23 @@ def test_a_run_that_used_its_time_budget_says_how_to_go_on(
     assert again.returncode == 0, again.stderr
     assert "resumed from" in again.stderr and "raise train.max_minutes" in again.stderr
     assert "has used its time budget" in again.stderr and "--set train.max_minutes=0.04" in again.stderr
+
+
+def test_a_run_writes_tensorboard_scalars_and_a_curve_at_each_evaluation(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    cmd = [*_train_cmd(run, synthetic_corpus, tiny_vocab, 20), "--set", "train.eval_every=10"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (run / "curve.png").stat().st_size > 5_000
+    [events] = list((run / "tensorboard").glob("events.out.tfevents.*"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = EventAccumulator(str(events.parent))
+    board.Reload()
+    tags = set(board.Tags()["scalars"])
+    assert {"train/nll", "train/lr", "dev/bleu", "dev/chrf", "dev/loss"} <= tags
+    assert [e.step for e in board.Scalars("dev/bleu")] == [10, 20]
