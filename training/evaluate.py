@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -55,11 +56,22 @@ def evaluate(
     refs = [t for _, t in pairs]
     if hypotheses_out:
         Path(hypotheses_out).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    print_samples(str(test_file), [s for s, _ in pairs], hyps, refs)
     return {
         "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
         "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
         "sentences": float(len(pairs)),
     }
+
+
+def print_samples(name: str, sources: list[str], hyps: list[str], refs: list[str], count: int = 3) -> None:
+    """A few translations beside their references on stderr (evenly spread over the file), so that a score
+    comes with something to read."""
+    if not sources:
+        return
+    print(f"samples of {name}:", file=sys.stderr)
+    for i in sorted({round(k * (len(sources) - 1) / max(1, count - 1)) for k in range(count)}):
+        print(f"  source:    {sources[i]}\n  output:    {hyps[i]}\n  reference: {refs[i]}", file=sys.stderr)
 
 
 def translate_texts(
@@ -105,6 +117,7 @@ def evaluate_bundle(
         pairs = read_pairs(test_file)
         hyps, seconds = translate_texts(engine, [s for s, _ in pairs], options, batch_size, Path(test_file).name)
         refs = [t for _, t in pairs]
+        print_samples(Path(test_file).name, [s for s, _ in pairs], hyps, refs)
         if hypotheses_dir:
             out = Path(hypotheses_dir) / (Path(test_file).stem + ".hyp")
             out.parent.mkdir(parents=True, exist_ok=True)
