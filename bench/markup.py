@@ -4,7 +4,8 @@
                            [--out docs/bench-markup]
 
 Tags: the paragraphs of the held-out LibreOffice help pages (the test units of the corpus's report.json) whose
-English and German versions (same page, same paragraph id) carry the same inline elements (name and class). The
+English and German versions (same page, same paragraph id) carry the same inline elements (name and class), and
+the same from the held-out GIMP manual pages (leaf paragraphs paired by position where both pages have as many). The
 English paragraph's HTML goes through the server's path (core/markup.py: segments, the engine's translation with
 its word alignment, tags put back); each inline element of the output is compared with the same element of the
 human German paragraph (same name and class, in order): *exact* when it encloses the same words (case and
@@ -87,6 +88,48 @@ def help_pairs(corpus: Path, cache: Path, limit: int) -> list[tuple[str, str]]:
             if en_tags and en_tags == de_tags and all(w for _, w in elements(de_html)):
                 pairs.append((en_html, de_html))
     return pairs[:limit] if limit else pairs
+
+
+def manual_pairs(corpus: Path, cache: Path, limit: int) -> list[tuple[str, str]]:
+    """The same from the held-out GIMP manual pages: leaf paragraphs paired by position where both pages have as
+    many, skipping those the translators left in English."""
+    import lxml.html
+
+    report = json.loads((corpus / "report.json").read_text(encoding="utf-8"))
+    units = [
+        u.split(":", 1)[1] for u in report["heldout_units"]["test"].get("manuals", []) if u.startswith("gimp-help:")
+    ]
+    roots = [
+        next(cache.glob(f"extract/gimp-help-{lang}_*/usr/share/gimp/2.0/help/{lang}"), None) for lang in ("en", "de")
+    ]
+    if None in roots:
+        return []
+    pairs = []
+    for unit in units:
+        sides = []
+        for root in roots:
+            doc = lxml.html.fromstring((root / unit).read_bytes(), parser=lxml.html.HTMLParser(encoding="utf-8"))  # type: ignore[operator]
+            leaves = [
+                e
+                for e in doc.iter("p")
+                if not any(d.tag in ("p", "div", "ul", "ol", "table") for d in e.iterdescendants())
+            ]
+            sides.append([" ".join(inner_html(e).split()) for e in leaves])
+        if len(sides[0]) != len(sides[1]):
+            continue
+        for en_html, de_html in zip(*sides, strict=True):
+            if en_html == de_html or words(_text(en_html)) == words(_text(de_html)):
+                continue
+            en_tags, de_tags = [t for t, _ in elements(en_html)], [t for t, _ in elements(de_html)]
+            if en_tags and en_tags == de_tags and all(w for _, w in elements(de_html)):
+                pairs.append((en_html, de_html))
+    return pairs[:limit] if limit else pairs
+
+
+def _text(markup: str) -> str:
+    import lxml.html
+
+    return str(lxml.html.fragment_fromstring(markup, create_parent="div").text_content())
 
 
 def translate_segments(engine: object, texts: list[str]) -> list[tuple[str, list[tuple[int, int, float]]]]:
@@ -234,18 +277,24 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
     manifest = engine.manifest
-    tags = score_tags(engine, help_pairs(args.corpus, args.cache, args.limit))
+    sources = {
+        "LibreOffice help": help_pairs(args.corpus, args.cache, args.limit),
+        "GIMP manual": manual_pairs(args.corpus, args.cache, args.limit),
+    }
+    tags = {name: score_tags(engine, pairs) for name, pairs in sources.items() if pairs}
     placeholders = score_placeholders(engine, held_out_catalog_entries(args.corpus, args.cache))
     rows = [
-        "| tags placed by | inline elements | exactly the reference's words | mean word F1 | paragraphs all exact |",
-        "|---|---:|---:|---:|---:|",
+        "| held-out pages | paragraphs | tags placed by | inline elements | exactly the reference's words "
+        "| mean word F1 | paragraphs all exact |",
+        "|---|---:|---|---:|---:|---:|---:|",
     ]
-    for method in ("copies + alignment", "alignment", "position"):
-        r = tags[method]  # type: ignore[index]
-        rows.append(
-            f"| {method} | {r['elements']} | {r['exact_elements_pct']}% | {r['mean_f1']} "
-            f"| {r['paragraphs_all_exact_pct']}% |"
-        )
+    for name, result in tags.items():
+        for method in ("copies + alignment", "alignment", "position"):
+            r = result[method]  # type: ignore[index]
+            rows.append(
+                f"| {name} | {result['paragraphs']} | {method} | {r['elements']} | {r['exact_elements_pct']}% "
+                f"| {r['mean_f1']} | {r['paragraphs_all_exact_pct']}% |"
+            )
     table = "\n".join(rows)
     lines = [
         "| catalog entries with placeholders | kept by the model itself | survived (after the fallback) "
@@ -258,8 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     markdown = (
         f"# Markup on real pages\n\n`python bench/markup.py --bundle {args.bundle}` ({manifest.get('name')} "
-        f"{manifest.get('version')}): {tags['paragraphs']} held-out LibreOffice help paragraphs whose English and "
-        "German versions carry the same inline elements.\n\n" + table + "\n\n" + "\n".join(lines) + "\n"
+        f"{manifest.get('version')}): held-out paragraphs whose English and German versions carry the same inline "
+        "elements (LibreOffice help paired by paragraph id, GIMP manual pages by position).\n\n"
+        + table
+        + "\n\n"
+        + "\n".join(lines)
+        + "\n"
     )
     write_report(report_path(args.out, ""), markdown, {"tags": tags, "placeholders": placeholders})
     return 0
