@@ -37,7 +37,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.loadtools import machine, percentile, report_path, run_loop, server_process, thread_cpu_seconds  # noqa: E402
+from bench.loadtools import (  # noqa: E402
+    machine,
+    metric,
+    percentile,
+    report_path,
+    run_loop,
+    server_process,
+    thread_cpu_seconds,
+)
 
 
 def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
@@ -190,6 +198,7 @@ async def closed_loop(
         "p50_ms_by_words": p50_by_length(timed),
         "batches": batches,
         "mean_batch": (b_sum1 - b_sum0) / batches if batches else 0.0,
+        "server_rss_mib": (metric(after, "process_resident_memory_bytes") or 0.0) / 2**20,
         "client_cpu_s": client_cpu,
         "server_loop_cpu_s": loop_cpu,
         "server_other_cpu_s": other_cpu,
@@ -266,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
         help="requests of 1 to 100 words (a third each of 1-10, 11-30, 31-100; one sentence each) instead of "
         "test sentences; adds p50 latency by length",
     )
+    parser.add_argument(
+        "--also-serve",
+        nargs="*",
+        default=[],
+        metavar="BUNDLE",
+        help="more bundles in the server (requests use --bundle)",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
     args = parser.parse_args(argv)
 
@@ -307,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--log-level", "warning", *inflight, *extra]
+            if args.also_serve:  # more models in the server (memory as deployed); requests go to --bundle's
+                flags += ["--bundles", ",".join([args.bundle, *args.also_serve])]
             results[name] = []
             log_path = Path(tmp) / f"{name}.log"
             with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
@@ -365,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     table = [
         "| server | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
         f"| server / engine | server / engine at its best batch ({best_batch}: {best_rate:.0f} sent/s) "
-        "| gain from batching |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| gain from batching | server RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     off = {r["clients"]: r for r in results.get("off", [])}
     for name, rows in results.items():
@@ -378,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {name} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['p50_ms']:.0f} "
                 f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} "
                 f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} "
-                f"| {r['server_over_best_engine']:.2f} | {gain} |"
+                f"| {r['server_over_best_engine']:.2f} | {gain} | {r.get('server_rss_mib', 0):.0f} |"
             )
     cpu_table = [
         "| server | clients | client CPU | server event loop | server other threads | rest (idle, other processes) | "
