@@ -73,7 +73,7 @@ FROM base AS runtime
 COPY --from=builder /opt/venv /opt/venv
 COPY --chown=10001:10001 models/ /app/models/
 ENV PATH=/opt/venv/bin:$PATH \
-    MT_BUNDLE=/app/models/en-de \
+    MT_BUNDLES=/app/models/en-de,/app/models/de-en \
     MT_HOST=0.0.0.0 \
     MT_PORT=8000 \
     MT_PROVIDER=auto \
