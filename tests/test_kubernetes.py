@@ -1,5 +1,6 @@
 """deploy/kubernetes: every rendered manifest validates against the Kubernetes schemas (kubernetes-validate), the
-ServiceMonitor against the Prometheus operator's CRD fields, and the usual mistakes are caught.
+ServiceMonitor against the Prometheus operator's CRD (its schema, vendored) and strictly against the fields this
+project uses, and the usual mistakes are caught.
 
 The overlays are rendered by ``render`` below (resources, images, labels, patches: what the kustomizations use).
 Where ``kubectl`` is installed, ``test_render_is_what_kubectl_kustomize_renders`` checks that rendering equals
@@ -65,6 +66,17 @@ SERVICE_MONITOR = {
         },
     },
 }
+
+
+def _crd_schema(name: str, api_version: str) -> dict[str, Any]:
+    """The openAPIV3Schema of a CRD version, from the CRD files under deploy/kubernetes/crds/ (the Prometheus
+    operator's own, vendored: see docs/deploy.md)."""
+    crd = yaml.safe_load((KUBE / "crds" / name).read_text(encoding="utf-8"))
+    group, version = api_version.split("/")
+    assert crd["spec"]["group"] == group
+    [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+    return schema
 
 
 def _merge(base: Any, patch: Any, key: str = "") -> Any:
@@ -157,7 +169,8 @@ def test_every_object_validates(variant: str) -> None:
     assert {d["kind"] for d in docs} >= {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"}
     for doc in docs:
         if doc["kind"] == "ServiceMonitor":
-            jsonschema.validate(doc, SERVICE_MONITOR)
+            jsonschema.validate(doc, SERVICE_MONITOR)  # strict: the fields this project uses, no others
+            jsonschema.validate(doc, _crd_schema("monitoring.coreos.com_servicemonitors.yaml", doc["apiVersion"]))
         else:
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
 
