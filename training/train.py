@@ -142,6 +142,7 @@ class Trainer:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.board = RunBoard(self.run_dir)
+        self.budget_spent = False
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         if self.world > 1 and not dist.is_initialized():
@@ -347,7 +348,7 @@ class Trainer:
             self._loop(batches, started, bar, window_tokens, window_start, window_loss)
         bar.close()
         self.board.close()
-        if self.pos.step % t.save_every:
+        if self.pos.step % t.save_every or self.budget_spent:
             self.save()
         return self.pos
 
@@ -358,6 +359,8 @@ class Trainer:
         by_time = bool(t.max_minutes)
         while self.pos.step < t.max_steps and not self.stop_requested:
             if t.max_minutes and time.monotonic() - started > t.max_minutes * 60:
+                self.pos.elapsed = time.monotonic() - started  # saved: a resumed run knows its budget is spent
+                self.budget_spent = True
                 log.info(
                     "time budget of %.1f minutes reached at step %d; run the same command with a larger "
                     "train.max_minutes to go on from here",
