@@ -5,9 +5,9 @@ words the engine aligned to the source words it enclosed.
 ``<br>``, ...), with its inline elements (``<b>``, ``<a href>``, ``<span>``, ...) as character spans over that
 text. Markup outside segments is kept byte for byte, attributes included (start tags are copied as written).
 Never translated: the content of ``<pre>``, ``<script>``, ``<style>``, ``<textarea>`` and of any element with
-``translate="no"`` outside a sentence; inside a sentence, ``<code>`` and ``translate="no"`` elements become
-placeholders (``{1}``, which the models copy like the catalog placeholders they were trained on) and come back
-verbatim. ``render`` puts a segment's translation back: tags around the aligned words, nested as in the input,
+``translate="no"`` outside a sentence; inside a sentence, ``<code>`` and ``translate="no"`` elements and URLs in
+the text become placeholders (``{1}``, which the models copy like the catalog placeholders they were trained
+on) and come back verbatim. ``render`` puts a segment's translation back: tags around the aligned words, nested as in the input,
 never empty; a placeholder the translation lost is put at the end of its segment, so nothing is dropped.
 """
 
@@ -30,6 +30,7 @@ VOID = frozenset("area base br col embed hr img input link meta param source tra
 MAX_DEPTH = 512
 """Deeper nesting is refused (MarkupError): a document 10,000 elements deep is an attack, not a page."""
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
+_URL = re.compile(r"(?:https?|ftp)://[^\s<>\"']+[^\s<>\"'.,;:!?)\]]")
 _TOKEN = re.compile(r"\S+")
 
 
@@ -181,8 +182,13 @@ class _Parser(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._raw is not None:
             self._raw.append(data)
-        else:
-            self._add_text(data)
+            return
+        position = 0
+        for url in _URL.finditer(data):  # a URL in the text is never translated: a literal, as code is
+            self._add_text(data[position : url.start()])
+            self._literal(url.group(0))
+            position = url.end()
+        self._add_text(data[position:])
 
     def handle_entityref(self, name: str) -> None:
         self._entity(f"&{name};")
@@ -226,11 +232,14 @@ class _Parser(HTMLParser):
         self._raw = None
         self._depth = max(0, self._depth - 1)
         if literal:
-            key = "{" + str(len(self._literals) + 1) + "}"
-            self._literals[key] = markup
-            self._add_text(key)
+            self._literal(markup)
         else:
             self.parts.append(markup)
+
+    def _literal(self, markup: str) -> None:
+        key = "{" + str(len(self._literals) + 1) + "}"
+        self._literals[key] = markup
+        self._add_text(key)
 
     def finish(self) -> Document:
         self.close()

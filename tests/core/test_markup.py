@@ -193,3 +193,9 @@ def test_with_weights_a_source_word_keeps_its_strongest_target_word() -> None:
     assert render(segment, target, links) == "Klicken Sie auf <b>Speichern,</b> um Ihre Änderungen zu speichern."
     unweighted = [(t, s) for t, s, _ in links]
     assert render(segment, target, unweighted, copies=False).startswith("Klicken <b>Sie auf Speichern,</b>")
+
+
+def test_a_url_in_the_text_is_not_translated() -> None:
+    segment = parse_html("<p>See https://example.org/a_b?x=1 for the manual.</p>").segments[0]
+    assert segment.text == "See {1} for the manual." and segment.literals == {"{1}": "https://example.org/a_b?x=1"}
+    assert render(segment, "Siehe {1} für das Handbuch.", []) == "Siehe https://example.org/a_b?x=1 für das Handbuch."
