@@ -7,8 +7,9 @@ text. Markup outside segments is kept byte for byte, attributes included (start 
 Never translated: the content of ``<pre>``, ``<script>``, ``<style>``, ``<textarea>`` and of any element with
 ``translate="no"`` outside a sentence; inside a sentence, ``<code>`` and ``translate="no"`` elements and URLs in
 the text become placeholders (``{1}``, which the models copy like the catalog placeholders they were trained
-on) and come back verbatim. ``render`` puts a segment's translation back: tags around the aligned words, nested as in the input,
-never empty; a placeholder the translation lost is put at the end of its segment, so nothing is dropped.
+on) and come back verbatim. ``render`` puts a segment's translation back: tags around the aligned words, nested
+as in the input, never empty; a placeholder the translation lost is put at the end of its segment, so nothing is
+dropped.
 """
 
 from __future__ import annotations
