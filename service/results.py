@@ -32,7 +32,8 @@ def text_translation(split: Split, translations: list[Translation], wanted: Want
         out.truncated = True
     if wanted.attention:
         sentences = [_sentence(split, i, t, wanted) for i, t in enumerate(translations)]
-        out.sentences = sentences
+        if len(sentences) > 1:  # one sentence: the text's own attention and alignment are all of it
+            out.sentences = sentences
         out.attention = _concat_attention([s.attention for s in sentences])
         out.alignment = _concat_alignment(translations)
     return out
