@@ -110,11 +110,7 @@ class TranslateRequest(BaseModel):
     @field_validator("text")
     @classmethod
     def _texts_not_empty_and_valid_unicode(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list) and not value:
-            raise ValueError("text is an empty list; send at least one text")
-        for i, text in enumerate([value] if isinstance(value, str) else value):
-            _check_unicode(text, "text" if isinstance(value, str) else f"text[{i}]")
-        return value
+        return _check_texts(value)
 
     @model_validator(mode="after")
     def _html_gives_one_translation(self) -> TranslateRequest:
@@ -149,6 +145,15 @@ class TranslateRequest(BaseModel):
             return_attention=self.return_attention,
             no_repeat_ngram_size=default_no_repeat_ngram_size if no_repeat is None else no_repeat,
         )
+
+
+def _check_texts(value: str | list[str]) -> str | list[str]:
+    """A ``text`` field: at least one text, each valid Unicode (the error names the text and the position)."""
+    if isinstance(value, list) and not value:
+        raise ValueError("text is an empty list; send at least one text")
+    for i, text in enumerate([value] if isinstance(value, str) else value):
+        _check_unicode(text, "text" if isinstance(value, str) else f"text[{i}]")
+    return value
 
 
 def _check_unicode(text: str, where: str) -> None:
@@ -304,12 +309,8 @@ class DetectRequest(BaseModel):
 
     @field_validator("text")
     @classmethod
-    def _valid_unicode(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list) and not value:
-            raise ValueError("text is an empty list; send at least one text")
-        for i, text in enumerate([value] if isinstance(value, str) else value):
-            _check_unicode(text, "text" if isinstance(value, str) else f"text[{i}]")
-        return value
+    def _texts_not_empty_and_valid_unicode(cls, value: str | list[str]) -> str | list[str]:
+        return _check_texts(value)
 
 
 class Detection(BaseModel):
