@@ -147,6 +147,14 @@ def _required(params: dict[str, Any], name: str) -> Any:
     return value
 
 
+def _texts(params: dict[str, Any]) -> str | list[str]:
+    """``q``: a string or a list of strings."""
+    q = _required(params, "q")
+    if not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q)):
+        raise LtError(400, "Invalid request: q must be a string or a list of strings")
+    return q  # type: ignore[no-any-return]
+
+
 def _language(params: dict[str, Any], name: str) -> str:
     value = _required(params, name)
     if not isinstance(value, str):
@@ -210,9 +218,7 @@ async def translate(request: Request, service: Service) -> Response:
     try:
         params = await _params(request)
         _check_key(service, request, params)
-        q = _required(params, "q")
-        if not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q)):
-            raise LtError(400, "Invalid request: q must be a string or a list of strings")
+        q = _texts(params)
         source, target = _language(params, "source"), _language(params, "target")
         text_format = _format(params)
         alternatives = _alternatives(params)
@@ -262,9 +268,7 @@ async def detect(request: Request, service: Service) -> Response:
     try:
         params = await _params(request)
         _check_key(service, request, params)
-        q = _required(params, "q")
-        if not isinstance(q, str) and not (isinstance(q, list) and all(isinstance(t, str) for t in q)):
-            raise LtError(400, "Invalid request: q must be a string or a list of strings")
+        q = _texts(params)
         text = "\n".join(q) if isinstance(q, list) else q
         if len(text) > service.settings.max_chars:
             raise LtError(
