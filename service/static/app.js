@@ -251,6 +251,7 @@
   function render(data, request, elapsed) {
     const result = data.translations[0];
     $("translation").textContent = result.text;
+    $("copy-status").textContent = "";
     const timing = $("timing");
     timing.textContent = `${Math.round(elapsed)} ms`;
     timing.dataset.ms = elapsed.toFixed(1);
@@ -292,10 +293,17 @@
     block.hidden = false;
   }
 
+  let shownAttention = null; // the last answer's sentences, drawn again when the axes change
+
+  function heatmapUnit() {
+    return $("heatmap-pieces").checked ? "pieces" : "words";
+  }
+
   function renderAttention(result, request) {
     const block = $("attention-block");
     const views = $("attention-views");
     views.replaceChildren();
+    shownAttention = null;
     if (!request.return_attention || !result.attention) {
       block.hidden = true;
       return;
@@ -303,10 +311,19 @@
     const sentences = result.sentences && result.sentences.length
       ? result.sentences
       : [{ source: request.text, text: result.text, attention: result.attention, alignment: result.alignment }];
-    sentences.forEach((sentence, index) => {
-      views.append(sentenceView(sentence, index, sentences.length));
-    });
+    shownAttention = sentences;
+    drawSentences();
     block.hidden = false;
+  }
+
+  function drawSentences() {
+    const views = $("attention-views");
+    views.replaceChildren();
+    if (!shownAttention) return;
+    const unit = heatmapUnit();
+    shownAttention.forEach((sentence, index) => {
+      views.append(sentenceView(sentence, index, shownAttention.length, unit));
+    });
   }
 
   // Words from sentencepiece pieces, as the server groups them: a word starts at a piece with U+2581.
@@ -336,7 +353,7 @@
     return out;
   }
 
-  function sentenceView(sentence, index, count) {
+  function sentenceView(sentence, index, count, unit) {
     const attention = sentence.attention || { source_tokens: [], target_tokens: [], weights: [] };
     const section = el("section", {
       class: "sentence-view",
@@ -358,12 +375,21 @@
     }
     const sourceWords = words(attention.source_tokens);
     const targetWords = words(attention.target_tokens);
-    const table = heatmap(attention, index);
+    const grid = unit === "pieces"
+      ? { unit, rows: attention.target_tokens, cols: attention.source_tokens, weights: attention.weights }
+      : {
+        unit,
+        rows: targetWords.list.map((w) => w.text),
+        cols: sourceWords.list.map((w) => w.text),
+        weights: attention.weights.length ? wordWeights(attention, sourceWords, targetWords) : [],
+      };
+    const table = heatmap(grid, index);
     section.append(alignmentView(sentence, attention, sourceWords, targetWords, table));
     section.append(el("div", { class: "heatmap-scroll", tabindex: 0, role: "region",
       "aria-label": `Attention heatmap, sentence ${index + 1}` }, [table]));
+    const noun = unit === "pieces" ? "pieces" : "words";
     section.append(el("p", { class: "hint heatmap-note", "aria-hidden": "true",
-      text: `${table.dataset.rows} target pieces × ${table.dataset.cols} source pieces` }));
+      text: `${table.dataset.rows} target ${noun} × ${table.dataset.cols} source ${noun}` }));
     return section;
   }
 
@@ -404,13 +430,17 @@
         s.dataset.weight = w.toFixed(3);
       });
       for (const s of links.get(t) || []) if (sourceSpans[s]) sourceSpans[s].classList.add("linked");
-      for (const piece of targetWords.list[t].pieces) {
-        const tr = table.tBodies[0].rows[piece];
+      // the heatmap's rows and columns are words or pieces: a word lights its own row, or its pieces' rows
+      const inWords = table.dataset.unit === "words";
+      const rowsOf = (word) => (inWords ? [t] : word.pieces);
+      for (const row of rowsOf(targetWords.list[t])) {
+        const tr = table.tBodies[0].rows[row];
         if (tr) tr.classList.add("highlight");
       }
       for (const s of links.get(t) || []) {
-        for (const piece of (sourceWords.list[s] || { pieces: [] }).pieces) {
-          const th = table.tHead.rows[0].cells[piece + 1];
+        const cols = inWords ? [s] : (sourceWords.list[s] || { pieces: [] }).pieces;
+        for (const col of cols) {
+          const th = table.tHead.rows[0].cells[col + 1];
           if (th) th.classList.add("highlight");
         }
       }
@@ -435,30 +465,37 @@
     return container;
   }
 
-  function heatmap(attention, index) {
-    const rows = attention.target_tokens.length;
-    const cols = attention.source_tokens.length;
+  // grid: {unit: "words" | "pieces", rows: target labels, cols: source labels, weights[row][col]}
+  function heatmap(grid, index) {
+    const rows = grid.rows.length;
+    const cols = grid.cols.length;
+    const classes = ["heatmap"];
+    if (cols > 24) classes.push("compact");
+    else classes.push("fill"); // few columns: the table spreads over the width it has
+    if (grid.unit === "words" && cols <= 12) classes.push("flat-labels");
     const table = el("table", {
-      class: cols > 24 ? "heatmap compact" : "heatmap",
+      class: classes.join(" "),
       "data-sentence": index,
+      "data-unit": grid.unit,
       "data-rows": rows,
       "data-cols": cols,
     });
+    const noun = grid.unit === "pieces" ? "pieces" : "words";
     table.append(el("caption", { class: "visually-hidden",
-      text: `Attention of sentence ${index + 1}: ${rows} target pieces (rows) × ${cols} source pieces (columns)` }));
+      text: `Attention of sentence ${index + 1}: ${rows} target ${noun} (rows) × ${cols} source ${noun} (columns)` }));
     const headRow = el("tr", {}, [el("th", { scope: "col", class: "corner", text: "target ↓ source →" })]);
-    attention.source_tokens.forEach((piece, s) => {
-      headRow.append(el("th", { scope: "col", class: "source-piece", "data-col": s, title: piece },
-        [el("span", { text: piece })]));
+    grid.cols.forEach((label, s) => {
+      headRow.append(el("th", { scope: "col", class: "source-label", "data-col": s, title: label },
+        [el("span", { text: label })]));
     });
     table.append(el("thead", {}, [headRow]));
     const body = el("tbody");
-    attention.weights.forEach((row, t) => {
+    grid.weights.forEach((row, t) => {
       const tr = el("tr", { class: "heatmap-row", "data-row": t }, [
-        el("th", { scope: "row", class: "target-piece", title: attention.target_tokens[t], text: attention.target_tokens[t] }),
+        el("th", { scope: "row", class: "target-label", title: grid.rows[t], text: grid.rows[t] }),
       ]);
       row.forEach((w, s) => {
-        const label = `${attention.target_tokens[t]} → ${attention.source_tokens[s]}: ${w.toFixed(2)}`;
+        const label = `${grid.rows[t]} → ${grid.cols[s]}: ${w.toFixed(2)}`;
         const td = el("td", {
           class: w >= 0.6 ? "cell strong" : "cell",
           "data-row": t,
@@ -473,6 +510,35 @@
     });
     table.append(body);
     return table;
+  }
+
+  // ---- copying the translation -------------------------------------------------------------------
+
+  async function copyTranslation() {
+    const text = $("translation").textContent;
+    const done = $("copy-status");
+    let copied = false;
+    if (navigator.clipboard && window.isSecureContext) {
+      try {
+        await navigator.clipboard.writeText(text);
+        copied = true;
+      } catch (err) {
+        copied = false;
+      }
+    }
+    if (!copied) { // plain http on another host: the old way still works from a click
+      const area = el("textarea", { class: "visually-hidden", readOnly: true, value: text });
+      document.body.append(area);
+      area.select();
+      try {
+        copied = document.execCommand("copy");
+      } catch (err) {
+        copied = false;
+      }
+      area.remove();
+    }
+    done.textContent = copied ? "Copied" : "Could not copy: select the text and copy it by hand";
+    done.dataset.state = copied ? "copied" : "failed";
   }
 
   // ---- wiring ------------------------------------------------------------------------------------
@@ -493,6 +559,8 @@
     const beam = intValue(beamInput, 16);
     nBestInput.max = String(Math.max(1, Math.min(16, beam)));
   });
+  $("copy-button").addEventListener("click", copyTranslation);
+  for (const id of ["heatmap-words", "heatmap-pieces"]) $(id).addEventListener("change", drawSentences);
   pairSelect.addEventListener("change", () => {
     if (!showPair()) loadModel();
   });

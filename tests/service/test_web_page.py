@@ -145,14 +145,48 @@ def severe_console_messages(browser: WebDriver) -> list[str]:
 
 HEATMAPS_JS = """
 return [...document.querySelectorAll('#attention-views table.heatmap')].map((table) => ({
+  unit: table.dataset.unit,
   rows: table.tBodies[0].rows.length,
   cellsPerRow: [...table.tBodies[0].rows].map((tr) => tr.querySelectorAll('td.cell').length),
+  weights: [...table.tBodies[0].rows].map((tr) => [...tr.querySelectorAll('td.cell')].map((td) => Number(td.dataset.weight))),
   dataRows: Number(table.dataset.rows),
   dataCols: Number(table.dataset.cols),
-  sourceLabels: [...table.tHead.querySelectorAll('th.source-piece')].map((th) => th.textContent),
-  targetLabels: [...table.tBodies[0].querySelectorAll('th.target-piece')].map((th) => th.textContent),
+  sourceLabels: [...table.tHead.querySelectorAll('th.source-label')].map((th) => th.textContent),
+  targetLabels: [...table.tBodies[0].querySelectorAll('th.target-label')].map((th) => th.textContent),
+  widthShare: table.getBoundingClientRect().width / table.closest('.sentence-view').getBoundingClientRect().width,
 }));
 """
+
+WORD_START = "\u2581"
+
+
+def word_groups(pieces: list[str]) -> list[list[int]]:
+    """Piece indexes of each word: a word starts at a piece with sentencepiece's U+2581 (or at the first)."""
+    groups: list[list[int]] = []
+    for i, piece in enumerate(pieces):
+        if i == 0 or piece.startswith(WORD_START):
+            groups.append([])
+        groups[-1].append(i)
+    return groups
+
+
+def flat(rows: list[list[float]]) -> list[float]:
+    return [w for row in rows for w in row]
+
+
+def word_grid(attention: dict[str, Any]) -> tuple[list[str], list[str], list[list[float]]]:
+    """Target words, source words and word-to-word weights: a source word's pieces summed, a target
+    word's pieces averaged, so each row still sums to one."""
+    src, tgt = word_groups(attention["source_tokens"]), word_groups(attention["target_tokens"])
+    text = lambda pieces, group: "".join(pieces[i] for i in group).replace(WORD_START, "")  # noqa: E731
+    weights = [
+        [sum(attention["weights"][t][s] for t in tg for s in sg) / len(tg) for sg in src] for tg in tgt
+    ]
+    return (
+        [text(attention["target_tokens"], g) for g in tgt],
+        [text(attention["source_tokens"], g) for g in src],
+        weights,
+    )
 
 
 def test_page_translates_and_shows_heatmaps_alignment_and_alternatives(
@@ -194,14 +228,48 @@ def test_page_translates_and_shows_heatmaps_alignment_and_alternatives(
     assert len(sentences) == 2, "the test text should split into two sentences"
     heatmaps = browser.execute_script(HEATMAPS_JS)
     assert len(heatmaps) == len(sentences), "one heatmap per sentence"
+    # by default the axes are words, and the table spreads over the width it has
+    for shown, sentence in zip(heatmaps, sentences, strict=True):
+        target_words, source_words, weights = word_grid(sentence["attention"])
+        rows, cols = len(target_words), len(source_words)
+        assert rows > 0 and cols > 0
+        assert shown["unit"] == "words"
+        assert (shown["rows"], shown["dataRows"], shown["dataCols"]) == (rows, rows, cols)
+        assert shown["cellsPerRow"] == [cols] * rows
+        assert shown["sourceLabels"] == source_words
+        assert shown["targetLabels"] == target_words
+        assert flat(shown["weights"]) == pytest.approx(flat(weights), abs=1e-6)
+        assert all(sum(row) == pytest.approx(1.0, abs=0.02) for row in shown["weights"])
+        assert shown["widthShare"] > 0.9, f"the heatmap uses {shown['widthShare']:.0%} of the panel's width"
+
+    # the sub-word pieces, as the model sees them, one click away
+    browser.find_element(By.CSS_SELECTOR, 'label[for="heatmap-pieces"]').click()
+    heatmaps = browser.execute_script(HEATMAPS_JS)
     for shown, sentence in zip(heatmaps, sentences, strict=True):
         attention = sentence["attention"]
         rows, cols = len(attention["target_tokens"]), len(attention["source_tokens"])
-        assert rows > 0 and cols > 0
+        assert shown["unit"] == "pieces"
         assert (shown["rows"], shown["dataRows"], shown["dataCols"]) == (rows, rows, cols)
         assert shown["cellsPerRow"] == [cols] * rows
         assert shown["sourceLabels"] == attention["source_tokens"]
         assert shown["targetLabels"] == attention["target_tokens"]
+        assert flat(shown["weights"]) == pytest.approx(flat(attention["weights"]), abs=1e-6)
+    browser.find_element(By.CSS_SELECTOR, 'label[for="heatmap-words"]').click()
+    assert browser.execute_script(HEATMAPS_JS)[0]["unit"] == "words"
+
+    # the copy button puts the translation on the clipboard
+    origin = server.url.rstrip("/")
+    browser.execute_cdp_cmd(  # one call: each call replaces the origin's grants
+        "Browser.grantPermissions",
+        {"permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"], "origin": origin},
+    )
+    browser.find_element(By.ID, "copy-button").click()
+    WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "copy-status").text == "Copied")
+    clipboard = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "navigator.clipboard.readText().then(done, (err) => done('error: ' + err));"
+    )
+    assert clipboard == expected["text"]
 
     # hovering the first target word highlights the source words the server aligned it to
     first = sentences[0]
