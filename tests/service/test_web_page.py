@@ -148,7 +148,8 @@ return [...document.querySelectorAll('#attention-views table.heatmap')].map((tab
   unit: table.dataset.unit,
   rows: table.tBodies[0].rows.length,
   cellsPerRow: [...table.tBodies[0].rows].map((tr) => tr.querySelectorAll('td.cell').length),
-  weights: [...table.tBodies[0].rows].map((tr) => [...tr.querySelectorAll('td.cell')].map((td) => Number(td.dataset.weight))),
+  weights: [...table.tBodies[0].rows].map(
+    (tr) => [...tr.querySelectorAll('td.cell')].map((td) => Number(td.dataset.weight))),
   dataRows: Number(table.dataset.rows),
   dataCols: Number(table.dataset.cols),
   sourceLabels: [...table.tHead.querySelectorAll('th.source-label')].map((th) => th.textContent),
@@ -179,9 +180,7 @@ def word_grid(attention: dict[str, Any]) -> tuple[list[str], list[str], list[lis
     word's pieces averaged, so each row still sums to one."""
     src, tgt = word_groups(attention["source_tokens"]), word_groups(attention["target_tokens"])
     text = lambda pieces, group: "".join(pieces[i] for i in group).replace(WORD_START, "")  # noqa: E731
-    weights = [
-        [sum(attention["weights"][t][s] for t in tg for s in sg) / len(tg) for sg in src] for tg in tgt
-    ]
+    weights = [[sum(attention["weights"][t][s] for t in tg for s in sg) / len(tg) for sg in src] for tg in tgt]
     return (
         [text(attention["target_tokens"], g) for g in tgt],
         [text(attention["source_tokens"], g) for g in src],
