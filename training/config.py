@@ -85,6 +85,7 @@ class TrainConfig:
     threads: int = 0  # torch intra-op threads on CPU, 0 = torch's default
     init: str = ""  # start a new run from this checkpoint's weights (e.g. from import-bundle), not at random
     lr_offset: int = 0  # evaluate the schedule this many steps on (the init's steps), warming up to it again
+    trace: bool = False  # each rank writes trace-rank<R>.jsonl: its batches per step and a checksum of its weights
 
 
 @dataclass

@@ -7,6 +7,7 @@ DistributedDataParallel, each rank taking every world_size-th batch.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -156,7 +157,10 @@ class Trainer:
             if cfg.train.threads:
                 torch.set_num_threads(cfg.train.threads)
         self.is_main = self.rank == 0
+        if not self.is_main:  # one voice: the other ranks say only what goes wrong
+            logging.getLogger("training").setLevel(logging.WARNING)
         self.stop_requested = False
+        self.trace = (self.run_dir / f"trace-rank{self.rank}.jsonl") if cfg.train.trace else None
 
     def load_data(self) -> None:
         cfg = self.cfg
@@ -202,6 +206,7 @@ class Trainer:
             self.model = torch.nn.parallel.DistributedDataParallel(  # type: ignore[assignment]
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
+            torch.manual_seed(cfg.train.seed + self.rank)  # same weights (DDP copies rank 0's), own dropout masks
         t = cfg.train
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
@@ -244,6 +249,19 @@ class Trainer:
         self.scaler.load_state_dict(ts["scaler"])
         self.pos = Position(**ts["position"])
         set_rng_state(ts["rng"])
+        if not self.is_main:  # the checkpoint holds rank 0's random state; each other rank saved its own
+            mine = self._rank_rng_path()
+            own = torch.load(mine, weights_only=False) if mine.exists() else {}
+            if self.pos.step in own:
+                set_rng_state(own[self.pos.step])
+            else:
+                log.warning(
+                    "rank %d: no random state of step %d in %s; dropout masks take a new draw",
+                    self.rank,
+                    self.pos.step,
+                    mine,
+                )
+                torch.manual_seed(self.cfg.train.seed + self.rank + self.pos.step)
         budget = self.cfg.train.max_minutes
         log.info(
             "resumed from %s at step %d (epoch %d, batch %d) after %.1f of the run's %s; the limits count the whole "
@@ -279,7 +297,22 @@ class Trainer:
         self.module.load_state_dict(payload["model"])
         log.info("initialized from %s; schedule from step %d on", path, self.cfg.train.lr_offset)
 
+    def _rank_rng_path(self) -> Path:
+        return self.run_dir / f"rng-rank{self.rank}.pt"
+
     def save(self, best: bool = False) -> None:
+        if self.world > 1:
+            # Every rank saves at the same steps. The others keep their own random state (dropout) for a resume,
+            # the last two steps' worth, written before rank 0's checkpoint: whichever checkpoint a kill leaves
+            # as last.pt, its step is in every rank's file.
+            if not self.is_main:
+                path = self._rank_rng_path()
+                states = torch.load(path, weights_only=False) if path.exists() else {}
+                states = {step: st for step, st in states.items() if step < self.pos.step}
+                states = dict(sorted(states.items())[-1:])
+                states[self.pos.step] = rng_state()
+                checkpoint.save(path, states)
+            dist.barrier()
         if not self.is_main:
             return
         state = self.state()
@@ -350,6 +383,8 @@ class Trainer:
         self.board.close()
         if self.pos.step % t.save_every or self.budget_spent:
             self.save()
+        if self.trace:
+            self._trace({"step": self.pos.step, "weights_sha256": self.weights_checksum()})
         return self.pos
 
     def _loop(  # type: ignore[no-untyped-def]
@@ -357,8 +392,8 @@ class Trainer:
     ) -> None:
         cfg, t = self.cfg, self.cfg.train
         by_time = bool(t.max_minutes)
-        while self.pos.step < t.max_steps and not self.stop_requested:
-            if t.max_minutes and time.monotonic() - started > t.max_minutes * 60:
+        while self.pos.step < t.max_steps and not self._agree(self.stop_requested):
+            if self._agree(bool(t.max_minutes) and time.monotonic() - started > t.max_minutes * 60):
                 self.pos.elapsed = time.monotonic() - started  # saved: a resumed run knows its budget is spent
                 self.budget_spent = True
                 log.info(
@@ -374,10 +409,12 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             step_tokens, step_loss = 0, 0.0
             micro = []
+            taken = []  # (epoch, batch) this rank trains on in this step
             for _ in range(t.accumulate):
                 epoch, next_b, indices = next(batches)
                 micro.append(collate(self.train, indices, cfg, self.device))
                 self.pos.epoch, self.pos.batch_in_epoch = epoch, next_b
+                taken.append((epoch, next_b - self.world + self.rank))
             n_tokens = sum(int((m[2] != cfg.model.pad_id).sum()) for m in micro)
             for src, tgt_in, tgt_out in micro:
                 with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):
@@ -413,12 +450,35 @@ class Trainer:
                     train_scalars = {"train/nll": window_loss / window_tokens, "train/lr": lr, "train/tok_s": rate}
                     self.board.scalars(self.pos.step, train_scalars)
                 window_tokens, window_start, window_loss = 0, time.monotonic(), 0.0
+            if self.trace:
+                self._trace({"step": self.pos.step, "batches": taken})
             best = False
             if self.pos.step % t.eval_every == 0:
-                best = self._evaluate(record)
+                best = self._agree(self._evaluate(record))  # rank 0 evaluates; all save together
             self.pos.history.append(record)
             if self.pos.step % t.save_every == 0 or best:
                 self.save(best)
+
+    def _agree(self, flag: bool) -> bool:
+        """True on every rank when it is true on any: ranks stop (budget, signal) and save at the same step, or
+        one would wait for the others' gradients forever."""
+        if self.world == 1:
+            return flag
+        vote = torch.tensor([int(flag)], device=self.device)
+        dist.all_reduce(vote, op=dist.ReduceOp.MAX)
+        return bool(vote.item())
+
+    def _trace(self, record: dict[str, Any]) -> None:
+        assert self.trace is not None
+        with self.trace.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+
+    def weights_checksum(self) -> str:
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.module.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()
 
     def _evaluate(self, record: dict[str, Any]) -> bool:
         if not self.is_main or not self.dev:
