@@ -12,15 +12,17 @@ from pathlib import Path
 from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 from training.config import PRESETS, ConfigError, load_config
 
-# Modules that add their own subcommands through register(subparsers).
-PLUGINS = (
-    "training.corpus",
-    "training.corpus_mono",
-    "training.back_translate",
-    "training.export",
-    "training.import_bundle",
-    "training.marian",
-)
+# Subcommands that live in their own modules (each module adds them through register(subparsers)). A command
+# imports only its own module: `prepare` needs no torch, `train` no onnx; `--help` lists them all.
+PLUGINS = {
+    "build-corpus": "training.corpus",
+    "build-monolingual": "training.corpus_mono",
+    "back-translate": "training.back_translate",
+    "export": "training.export",
+    "import-bundle": "training.import_bundle",
+    "import-marian": "training.marian",
+    "export-marian": "training.marian",
+}
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -132,7 +134,8 @@ class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpF
     """Descriptions as written, every option with its default."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; with ``command``, only the module that defines that command is imported."""
     parser = argparse.ArgumentParser(
         prog="python -m training",
         description="Train, evaluate and export Transformer translation models.",
@@ -272,7 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_evaluate_bundle)
 
-    for name in PLUGINS:
+    if command in sub.choices:  # built in here: no plugin module needed
+        modules: list[str] = []
+    elif command in PLUGINS:
+        modules = [PLUGINS[command]]
+    else:  # --help, no command or a wrong one: every command, so that the message lists them all
+        modules = list(dict.fromkeys(PLUGINS.values()))
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
@@ -280,13 +289,15 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
-    for command in sub.choices.values():
-        command.formatter_class = _Help
+    for subparser in sub.choices.values():
+        subparser.formatter_class = _Help
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

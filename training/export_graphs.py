@@ -9,14 +9,16 @@ computes; the tensor contract is in docs/bundle.md.
 from __future__ import annotations
 
 import functools
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-import onnx
 import torch
 from torch import Tensor, nn
 
 from core.graphs import FLOAT, GraphSpec, TensorSpec, graph_spec
 from training.model import DecoderLayer, EncoderLayer, FeedForward, MultiHeadAttention, Transformer
+
+if TYPE_CHECKING:  # onnx is needed to build graphs, not to train with the cached decoder
+    import onnx
 
 
 def spec(role: str, model: Transformer) -> GraphSpec:
