@@ -71,6 +71,7 @@ class TrainConfig:
     warmup_steps: int = 4000
     max_steps: int = 100_000
     max_minutes: float = 0.0  # wall-clock budget, 0 = none
+    max_epochs: float = 0.0  # passes over the training data, 0 = none (1.5 = one and a half)
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     adam_betas: tuple[float, float] = (0.9, 0.98)

@@ -332,13 +332,17 @@ class Trainer:
         return rate * min(1.0, step / t.warmup_steps) if t.lr_offset else rate
 
     def step_batches(self):  # type: ignore[no-untyped-def]
-        """Yield (epoch, batch index, index list) from the saved position on, forever."""
+        """Yield (epoch, batch index, index list) from the saved position on, until ``train.max_epochs`` (if set)
+        is reached; ``self.epoch_done`` follows the fraction of passes over the data made so far."""
         t = self.cfg.train
         epoch, start = self.pos.epoch, self.pos.batch_in_epoch
         while True:
             batches = token_batches(self.train, t.batch_tokens, t.seed, epoch, multiple=self.cfg.data.pad_multiple)
             usable = len(batches) - len(batches) % self.world if self.world > 1 else len(batches)
             for b in range(start, usable, self.world):
+                if t.max_epochs and epoch + b / usable >= t.max_epochs:
+                    return
+                self.epoch_done = epoch + (b + self.world) / usable
                 yield epoch, b + self.world, batches[b + self.rank]
             epoch, start = epoch + 1, 0
 
@@ -366,19 +370,30 @@ class Trainer:
                 self.pos.step,
                 t.max_minutes * 2,
             )
-        # One bar, keyed to the limit that stops the run: the time budget when there is one, else the steps.
-        by_time = bool(t.max_minutes)
+        # One bar, keyed to the limit that stops the run: the time budget when there is one, else the epochs when
+        # they are set, else the steps.
+        self.epoch_done = self.pos.epoch + 0.0
+        unit = "minutes" if t.max_minutes else "epochs" if t.max_epochs else "steps"
+        formats = {
+            "minutes": "{l_bar}{bar}| {elapsed} of the time budget, {remaining} left{postfix}",
+            "epochs": "{l_bar}{bar}| {n:.2f}/{total:g} epochs [{elapsed}<{remaining}{postfix}]",
+            "steps": None,
+        }
         bar = tqdm(
-            total=round(t.max_minutes * 60) if by_time else t.max_steps,
-            initial=min(round(self.pos.elapsed), round(t.max_minutes * 60)) if by_time else self.pos.step,
+            total={"minutes": round(t.max_minutes * 60), "epochs": t.max_epochs, "steps": t.max_steps}[unit],
+            initial={
+                "minutes": min(round(self.pos.elapsed), round(t.max_minutes * 60)),
+                "epochs": 0.0,  # set from the data position once the first batch is drawn
+                "steps": self.pos.step,
+            }[unit],
             disable=not self.is_main,
-            unit="s" if by_time else "step",
+            unit={"minutes": "s", "epochs": "epoch", "steps": "step"}[unit],
             mininterval=10,
             dynamic_ncols=True,
-            bar_format="{l_bar}{bar}| {elapsed} of the time budget, {remaining} left{postfix}" if by_time else None,
+            bar_format=formats[unit],
         )
         with logging_redirect_tqdm():  # log lines print above the bar, not over it
-            self._loop(batches, started, bar, window_tokens, window_start, window_loss)
+            self._loop(batches, started, bar, unit, window_tokens, window_start, window_loss)
         bar.close()
         self.board.close()
         if self.pos.step % t.save_every or self.budget_spent:
@@ -388,10 +403,16 @@ class Trainer:
         return self.pos
 
     def _loop(  # type: ignore[no-untyped-def]
-        self, batches, started: float, bar: Any, window_tokens: int, window_start: float, window_loss: float
+        self,
+        batches,
+        started: float,
+        bar: Any,
+        unit: str,
+        window_tokens: int,
+        window_start: float,
+        window_loss: float,
     ) -> None:
         cfg, t = self.cfg, self.cfg.train
-        by_time = bool(t.max_minutes)
         while self.pos.step < t.max_steps and not self._agree(self.stop_requested):
             if self._agree(bool(t.max_minutes) and time.monotonic() - started > t.max_minutes * 60):
                 self.pos.elapsed = time.monotonic() - started  # saved: a resumed run knows its budget is spent
@@ -410,8 +431,11 @@ class Trainer:
             step_tokens, step_loss = 0, 0.0
             micro = []
             taken = []  # (epoch, batch) this rank trains on in this step
-            for _ in range(t.accumulate):
-                epoch, next_b, indices = next(batches)
+            drawn = [next(batches, None) for _ in range(t.accumulate)]
+            if drawn[-1] is None:  # train.max_epochs reached (every rank at the same batch)
+                log.info("%g epochs done at step %d", t.max_epochs, self.pos.step)
+                break
+            for epoch, next_b, indices in drawn:  # type: ignore[misc]
                 micro.append(collate(self.train, indices, cfg, self.device))
                 self.pos.epoch, self.pos.batch_in_epoch = epoch, next_b
                 taken.append((epoch, next_b - self.world + self.rank))
@@ -432,7 +456,12 @@ class Trainer:
             self.pos.elapsed = time.monotonic() - started
             window_tokens += step_tokens
             window_loss += step_loss
-            bar.update(min(round(self.pos.elapsed), bar.total) - bar.n if by_time else 1)
+            if unit == "minutes":
+                bar.update(min(round(self.pos.elapsed), bar.total) - bar.n)
+            elif unit == "epochs":
+                bar.update(min(self.epoch_done, bar.total) - bar.n)
+            else:
+                bar.update(1)
             record: dict[str, Any] = {"step": self.pos.step, "train_nll": step_loss / step_tokens}
             if self.pos.step % t.log_every == 0:
                 rate = window_tokens / max(1e-9, time.monotonic() - window_start)

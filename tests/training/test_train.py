@@ -137,3 +137,26 @@ def test_a_run_writes_tensorboard_scalars_and_a_curve_at_each_evaluation(
     tags = set(board.Tags()["scalars"])
     assert {"train/nll", "train/lr", "dev/bleu", "dev/chrf", "dev/loss"} <= tags
     assert [e.step for e in board.Scalars("dev/bleu")] == [10, 20]
+
+
+def test_max_epochs_stops_after_that_many_passes_over_the_data(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import math
+
+    from training.data import token_batches
+    from training.train import Trainer
+
+    cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=100_000, max_epochs=1.5, batch_tokens=256, eval_every=10**6)
+    trainer = Trainer(cfg, tmp_path / "run")
+    trainer.load_data()
+    trainer.build()
+    per_epoch = [
+        len(token_batches(trainer.train, 256, cfg.train.seed, e, multiple=cfg.data.pad_multiple)) for e in (0, 1)
+    ]
+    with caplog.at_level(logging.INFO, logger="training"):
+        pos = trainer.fit()
+    assert pos.step == per_epoch[0] + math.ceil(per_epoch[1] / 2)
+    assert (pos.epoch, pos.batch_in_epoch) == (1, math.ceil(per_epoch[1] / 2))
+    assert f"1.5 epochs done at step {pos.step}" in caplog.text
