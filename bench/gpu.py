@@ -1,7 +1,7 @@
 """Decoding on an NVIDIA GPU: one checkpoint exported fp32 and fp16, on onnxruntime's CUDA provider, beside
 the same machine's CPU, in one run.
 
-    python bench/gpu.py --checkpoint CKPT [--bundle models/en-de] [--input data/en-de/test.tsv]
+    python -m bench gpu --checkpoint CKPT [--bundle models/en-de] [--input data/en-de/test.tsv]
                         [--sentences 256] [--batch-sizes 1,8,32,128] [--beams 1,4] [--repeats 3]
                         [--max-length 128] [--cpu-threads 0] [--out docs/bench-gpu]
 
@@ -27,14 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-import onnxruntime as ort  # noqa: E402
+import onnxruntime as ort
 
-from bench.loadtools import report_path  # noqa: E402
-from core.translation import DecodeOptions  # noqa: E402
-from inference.engine import Engine, EngineError  # noqa: E402
+from bench.loadtools import ROOT, report_path
+from core.translation import DecodeOptions
+from inference.engine import Engine, EngineError
 
 SYSTEMS = ["cuda-fp32", "cuda-fp16", "cpu-fp32"]
 
@@ -131,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
     meta = {
-        "command": "python bench/gpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench gpu " + " ".join(argv if argv is not None else sys.argv[1:]),
         "onnxruntime": ort.__version__,
         "python": platform.python_version(),
         "gpu": _gpu_name(),

@@ -1,6 +1,6 @@
 """Dev-evaluation greedy search: the recomputing reference decoder vs the cached one training now uses.
 
-    python bench/greedy_cache.py [--checkpoint runs/en-de/ship/averaged.pt] [--input data/en-de/dev.tsv]
+    python -m bench greedy-cache [--checkpoint runs/en-de/ship/averaged.pt] [--input data/en-de/dev.tsv]
                                  [--sentences 64] [--threads 2]
 
 One batch, the length cap training uses (1.5 x source + 5); prints both times, the ratio and how many
@@ -15,15 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
-
-from training.cached_decode import cached_greedy  # noqa: E402
-from training.checkpoint import load_model, load_tokenizer  # noqa: E402
-from training.decode import greedy  # noqa: E402
+from bench.loadtools import ROOT
+from training.cached_decode import cached_greedy
+from training.checkpoint import load_model, load_tokenizer
+from training.decode import greedy
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Language detection libraries side by side, on the languages this server serves: which one should `auto` use?
 
-    python bench/langid.py [--inputs data/en-de/test.*.tsv] [--out docs/bench-langid]
+    python -m bench langid [--inputs data/en-de/test.*.tsv] [--out docs/bench-langid]
 
 Every held-out test pair gives two labelled strings (the English side "en", the German side "de"), grouped by
 length: 1-3 words (menu items, buttons), 4-9 words (messages), 10 or more (sentences). Each detector runs in a
@@ -23,10 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from bench.loadtools import report_path, write_report  # noqa: E402
+from bench.loadtools import report_path, write_report
 
 SERVED = ("en", "de")
 GROUPS = (("1-3 words", 1, 3), ("4-9 words", 4, 9), ("10+ words", 10, 10**9))
@@ -198,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     markdown = (
         "# Language detection on the served languages\n\n"
-        f"`python bench/langid.py` on {', '.join(Path(p).name for p in inputs)}: accuracy in % of strings "
+        f"`python -m bench langid` on {', '.join(Path(p).name for p in inputs)}: accuracy in % of strings "
         "(English and German sides of every pair), time per string on one thread.\n\n" + table + "\n"
     )
     if missing:

@@ -1,6 +1,6 @@
 """Plot dev BLEU/chrF against training time from a run's evals.jsonl; writes a PNG and a markdown table.
 
-python bench/learning_curve.py runs/en-de --out docs/default-model-curve.png [--previous OLD/evals.jsonl]
+python -m bench learning-curve runs/en-de --out docs/default-model-curve.png [--previous OLD/evals.jsonl]
 
 ``--previous`` draws an earlier run's dev chrF (dashed) on the same time axis. ``--continues`` says the run
 started from another run's weights (``train.init``): that run is drawn first and this one after it, on one axis
@@ -14,14 +14,14 @@ import json
 from pathlib import Path
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("--out", default="docs/default-model-curve.png")
     parser.add_argument("--previous", type=Path, help="an earlier run's evals.jsonl, drawn dashed")
     parser.add_argument("--previous-label", default="previous run")
     parser.add_argument("--continues", type=Path, help="evals.jsonl of the run this one was initialized from")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     evals = _read(Path(args.run_dir) / "evals.jsonl")
     if not evals:
         raise SystemExit(f"{args.run_dir}/evals.jsonl holds no evaluation yet")

@@ -1,6 +1,6 @@
 """Which length penalty the server should default to: BLEU, chrF and output length per value, one run.
 
-    python bench/length_penalty.py BUNDLE DEV.tsv [TEST.tsv ...] [--values 1.0,1.2,1.4,1.6,1.8,2.0]
+    python -m bench length-penalty BUNDLE DEV.tsv [TEST.tsv ...] [--values 1.0,1.2,1.4,1.6,1.8,2.0]
                                    [--beam 4] [--out docs/bench-length-penalty]
 
 The service's engine translates every file with every value (beam 4, batches of 32, 2 threads, the server's
@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.loadtools import alternated, write_report  # noqa: E402
-from core.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions  # noqa: E402
-from inference.engine import Engine  # noqa: E402
-from training.data import read_pairs  # noqa: E402
+from bench.loadtools import alternated, write_report
+from core.translation import DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+from inference.engine import Engine
+from training.data import read_pairs
 
 
 def score(hyps: list[str], refs: list[str]) -> dict[str, float]:
@@ -90,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(rows[-1]), flush=True)
     manifest = engine.manifest
     heading = (
-        f"`python bench/length_penalty.py {args.bundle} {' '.join(str(f) for f in args.files)} "
+        f"`python -m bench length-penalty {args.bundle} {' '.join(str(f) for f in args.files)} "
         f"--values {args.values} --beam {args.beam} --repeats {args.repeats}` "
         f"(bundle {manifest['name']} {manifest['version']}):"
     )

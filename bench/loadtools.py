@@ -30,7 +30,7 @@ T = TypeVar("T")
 K = TypeVar("K")
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["red", "blue", "green", "black", "white", "gold", "pink", "gray", "cyan", "teal", "navy", "plum"]
-"""The tiny test model's vocabulary (tests/synthetic.py); plain English words for a real model too."""
+"""The tiny test model's vocabulary (testkit/synthetic.py); plain English words for a real model too."""
 TINY_BUNDLE = ROOT / "cache" / "bench-tiny-bundle"
 
 
@@ -82,7 +82,7 @@ def server_process(
 ) -> Iterator[Server]:
     """``python -m service --bundle BUNDLE`` on 127.0.0.1 (``fake``: the tests' fake engine), until ready."""
     port = free_port()
-    module = "tests.service.fake_server" if fake else "service"
+    module = "testkit.fake_server" if fake else "service"
     command = [sys.executable, "-m", module, "--bundle", str(bundle), "--host", "127.0.0.1", "--port", str(port)]
     command += flags or []
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MT_")}
@@ -276,31 +276,9 @@ def default_bundle() -> Path:
 
 
 def ensure_tiny_bundle(out: Path = TINY_BUNDLE) -> Path:
-    """The tests' tiny model (tests/conftest.py: reversal task, 1000 steps) exported to ``out``."""
+    """The tests' tiny model (testkit.tiny) exported to ``out``, built on first use."""
     if (out / "manifest.json").is_file():
         return out
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import tempfile
+    from testkit.tiny import build_tiny_bundle
 
-    from tests.conftest import tiny_config
-    from tests.synthetic import write_corpus
-    from training.export import export_bundle
-    from training.train import train
-    from training.vocab import train_vocab
-
-    print(f"building the tiny test bundle in {out} (about a minute) ...", file=sys.stderr)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        train_tsv, dev_tsv = write_corpus(work / "corpus")
-        train_vocab(train_tsv, work / "vocab", vocab_size=96)
-        train(tiny_config(train_tsv, dev_tsv, work / "vocab"), work / "run")
-        export_bundle(
-            work / "run" / "last.pt",
-            out,
-            name="tiny-reverse",
-            version="1",
-            source_language="en",
-            target_language="de",
-        )
-    return out
+    return build_tiny_bundle(out)

@@ -1,6 +1,6 @@
 """Markup on real pages: do the tags land around the right words, and do catalog placeholders survive?
 
-    python bench/markup.py [--bundle models/en-de] [--corpus data/en-de] [--cache cache/corpus]
+    python -m bench markup [--bundle models/en-de] [--corpus data/en-de] [--cache cache/corpus]
                            [--out docs/bench-markup]
 
 Tags: the paragraphs of the held-out LibreOffice help pages (the test units of the corpus's report.json) whose
@@ -31,10 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from bench.loadtools import report_path, write_report  # noqa: E402
+from bench.loadtools import report_path, write_report
 
 INLINE_CHECKED = ("a", "b", "em", "i", "span", "strong", "code")
 _WORD = re.compile(r"[^\W_]+")
@@ -306,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print("\n".join(lines))
     markdown = (
-        f"# Markup on real pages\n\n`python bench/markup.py --bundle {args.bundle}` ({manifest.get('name')} "
+        f"# Markup on real pages\n\n`python -m bench markup --bundle {args.bundle}` ({manifest.get('name')} "
         f"{manifest.get('version')}): held-out paragraphs whose English and German versions carry the same inline "
         "elements (LibreOffice help paired by paragraph id, GIMP manual pages by position).\n\n"
         + table

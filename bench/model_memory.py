@@ -1,6 +1,6 @@
 """What each loaded model costs in memory, for sizing a server that holds several (docs/service.md).
 
-    python bench/model_memory.py [BUNDLE ...] [--out docs/bench-model-memory]
+    python -m bench model-memory [BUNDLE ...] [--out docs/bench-model-memory]
 
 Each bundle is measured in a fresh process on the CPU provider: resident memory (RSS) after importing the engine,
 after loading the bundle and its warm-up, and after translating 64 test sentences at beam 4 (batches of 16,
@@ -16,10 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from bench.loadtools import report_path, write_report  # noqa: E402
+from bench.loadtools import report_path, write_report
 
 SENTENCES = [
     "The file could not be saved because the disk is full.",
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(lines)
     print(table)
     markdown = (
-        "# Memory per loaded model\n\n`python bench/model_memory.py` (CPU provider, 2 threads; resident memory in "
+        "# Memory per loaded model\n\n`python -m bench model-memory` (CPU provider, 2 threads; resident memory in "
         "MiB, each row in a fresh process).\n\n" + table + "\n"
     )
     write_report(report_path(args.out, ""), markdown, {"rows": rows})

@@ -1,6 +1,6 @@
 """Overload: offer a server about 3x what it can do and check that it sheds the excess cleanly.
 
-    nice -n 19 python bench/overload.py [--bundle DIR | --url URL --max-queue N] [--factor 3]
+    nice -n 19 python -m bench overload [--bundle DIR | --url URL --max-queue N] [--factor 3]
         [--duration 10] [--capacity-duration 5] [--concurrency 16] [--texts-per-request 32]
         [--threads 1] [--max-queue 1024] [--out docs/bench-overload.json]
 
@@ -39,9 +39,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from loadtools import (  # noqa: E402
+from bench.loadtools import (
     ROOT,
     access_log_latencies,
     default_bundle,

@@ -1,6 +1,6 @@
 """What the repeated-n-gram guard does to quality, repetition and speed: one table, one run.
 
-    python bench/repeats.py BUNDLE TEST.tsv [TEST.tsv ...] [--sizes 0,3,4] [--beam 4] [--repeats 2]
+    python -m bench repeats BUNDLE TEST.tsv [TEST.tsv ...] [--sizes 0,3,4] [--beam 4] [--repeats 2]
                             [--out docs/bench-repeats]
 
 For each test file and each ``no_repeat_ngram_size`` the service's engine translates the whole file (beam 4,
@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.loadtools import alternated, write_report  # noqa: E402
-from core.translation import DecodeOptions  # noqa: E402
-from inference.engine import Engine  # noqa: E402
-from training.data import read_pairs  # noqa: E402
+from bench.loadtools import alternated, write_report
+from core.translation import DecodeOptions
+from inference.engine import Engine
+from training.data import read_pairs
 
 
 def repeats_words(text: str, n: int = 3) -> bool:
@@ -68,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(json.dumps(rows[-1]), flush=True)
     lines = [
-        f"`python bench/repeats.py {args.bundle} ... --sizes {args.sizes} --beam {args.beam} "
+        f"`python -m bench repeats {args.bundle} ... --sizes {args.sizes} --beam {args.beam} "
         f"--repeats {args.repeats}` (bundle {engine.manifest['name']} {engine.manifest['version']}):",
         "",
         "| test set | no_repeat_ngram_size | BLEU | chrF | loops (%) | seconds (median) | time vs off |",

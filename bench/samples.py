@@ -1,6 +1,6 @@
 """Sample translations of plain help-style sentences through a real server's ``POST /translate``.
 
-    python bench/samples.py [--bundle models/en-de] [--out docs/default-model-samples.md]
+    python -m bench samples [--bundle models/en-de] [--out docs/default-model-samples.md]
 
 Starts ``python -m service`` on the bundle (127.0.0.1, a free port, default settings), sends the
 sentences below in one request, prints a markdown table and, with ``--out``, writes it. The sentences
@@ -11,14 +11,12 @@ found in software help, the model's home ground, and a few sentences of document
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loadtools import default_bundle, server_process  # noqa: E402
+from bench.loadtools import default_bundle, server_process
 
 SENTENCES = [
     "Click the Save button to store your changes.",
@@ -56,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table, end="")
     if args.out:
         model = f"{body['model']['name']} {body['model']['version']}"
-        args.out.write_text(f"`python bench/samples.py` on {bundle} ({model}):\n\n{table}", encoding="utf-8")
+        args.out.write_text(f"`python -m bench samples` on {bundle} ({model}):\n\n{table}", encoding="utf-8")
     return 0
 
 

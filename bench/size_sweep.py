@@ -5,12 +5,12 @@ takes fewer steps in that time. Steps are the same arithmetic on a GPU, so each 
 GPU for as many steps as it would get on the CPU, and compared there on dev, in minutes instead of hours:
 
     # 1. the CPU cost of a step, per variant (2 threads each; --parallel runs pin disjoint core pairs)
-    python bench/size_sweep.py cpu-cost --steps 60 --parallel 5
+    python -m bench size-sweep cpu-cost --steps 60 --parallel 5
     # 2. train every variant on the GPU, dev evaluation every --eval-every steps (all at once)
-    python bench/size_sweep.py train --minutes 7 --eval-every 250
+    python -m bench size-sweep train --minutes 7 --eval-every 250
     # 3. the table: each variant's dev scores at the step it reaches in the budget on the 2-core CPU, from the
     #    baseline's measured steps in that budget (--base-steps) and the cost ratios of step 1
-    python bench/size_sweep.py report --base-steps 6500 --out docs/size-sweep
+    python -m bench size-sweep report --base-steps 6500 --out docs/size-sweep
 
 Step costs (1) are ratios to the baseline measured side by side, so they carry over to another CPU better
 than absolute times; --base-steps is what the baseline really reached on the target machine. The learning
@@ -30,10 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from bench.loadtools import report_path  # noqa: E402
+from bench.loadtools import ROOT, report_path
 
 RECIPE = "recipes/en-de-small.toml"
 VARIANTS: dict[str, list[str]] = {
@@ -209,7 +206,7 @@ def plot(args: argparse.Namespace, costs: dict[str, Any], path: Path) -> None:
     print(f"wrote {path}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int | None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
     for name in ("cpu-cost", "train", "report"):
@@ -223,7 +220,7 @@ def main() -> None:
     sub.choices["report"].add_argument("--base-steps", type=float, required=True)
     sub.choices["report"].add_argument("--budget-minutes", type=float, default=120.0)
     sub.choices["report"].add_argument("--out", default="docs/size-sweep")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     {"cpu-cost": cpu_cost, "train": train, "report": report}[args.what](args)
 
 

@@ -1,6 +1,6 @@
 """Soak: tens of thousands of translations through one server process; memory, threads and files stay flat.
 
-    nice -n 19 python bench/soak.py [--bundle DIR | --url URL --pid PID] [--translations 20000]
+    nice -n 19 python -m bench soak [--bundle DIR | --url URL --pid PID] [--translations 20000]
         [--warmup 2000] [--concurrency 8] [--sample-every 500] [--max-seconds 1200]
         [--out docs/bench-soak.json]
 
@@ -31,9 +31,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from loadtools import (  # noqa: E402
+from bench.loadtools import (
     ROOT,
     default_bundle,
     machine,

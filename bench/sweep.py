@@ -4,7 +4,7 @@ Every variant starts from recipes/en-de-small.toml and changes a few settings; r
 thread each) so a pair shares the machine equally, then each last checkpoint is scored on dev (loss on all of
 dev, greedy BLEU/chrF on the first sentences). Prints a markdown table and writes JSON + markdown.
 
-python bench/sweep.py --minutes 7 --out docs/sweep-en-de
+python -m bench sweep --minutes 7 --out docs/sweep-en-de
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from bench.loadtools import report_path  # noqa: E402
+from bench.loadtools import report_path
 
 RECIPE = "recipes/en-de-small.toml"
 # name -> --set overrides on top of the recipe
@@ -101,7 +98,7 @@ def plot(results: dict[str, dict[str, Any]], path: Path, window: int = 20) -> bo
     return True
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=7.0, help="wall-time budget per variant")
     parser.add_argument("--parallel", type=int, default=2)
@@ -112,7 +109,7 @@ def main() -> None:
     parser.add_argument("--out", default="docs/sweep-en-de", help="writes OUT.json and OUT.md")
     parser.add_argument("--report-only", action="store_true", help="rewrite OUT.md/OUT.png from OUT.json")
     parser.add_argument("--score-one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.score_one:
         print(json.dumps(score(Path(args.score_one), args.sentences, args.threads)))
         return

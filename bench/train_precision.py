@@ -1,8 +1,8 @@
 """Training speed, float32 against bf16 autocast, on the recipe's real first batches: one line per mode.
 
-    python bench/train_precision.py float32     # then, in a separate process:
-    python bench/train_precision.py bf16
-    ONEDNN_PRIMITIVE_CACHE_CAPACITY=16384 python bench/train_precision.py bf16
+    python -m bench train-precision float32     # then, in a separate process:
+    python -m bench train-precision bf16
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=16384 python -m bench train-precision bf16
 
 Builds the model and data of ``recipes/en-de-small.toml`` (needs data/en-de), then
 trains ``--steps`` consecutive batches of epoch 0 (forward, label-smoothed loss, backward, Adam) and prints
@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from training.config import load_config  # noqa: E402
-from training.data import token_batches  # noqa: E402
-from training.model import label_smoothed_nll  # noqa: E402
-from training.train import Trainer, collate  # noqa: E402
+from training.config import load_config
+from training.data import token_batches
+from training.model import label_smoothed_nll
+from training.train import Trainer, collate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.synthetic import write_corpus
-
-TINY_STEPS = 1000
+from testkit.synthetic import write_corpus
+from testkit.tiny import tiny_config
 
 
 @pytest.fixture(scope="session")
@@ -27,22 +26,6 @@ def tiny_vocab(synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.Tem
     out = tmp_path_factory.mktemp("vocab")
     train_vocab(synthetic_corpus[0], out, vocab_size=96)
     return out
-
-
-def tiny_config(train: Path, dev: Path, vocab: Path, steps: int = TINY_STEPS, **train_overrides: object):
-    from training.config import load_config
-
-    overrides = [
-        f"data.train={train}",
-        f"data.dev={dev}",
-        f"data.vocab={vocab}",
-        f"train.max_steps={steps}",
-        "train.eval_every=100000",
-        "train.log_every=100",
-        "train.threads=1",
-    ]
-    overrides += [f"train.{k}={v!r}" for k, v in train_overrides.items()]
-    return load_config("tiny", overrides=overrides)
 
 
 @pytest.fixture(scope="session")

@@ -64,7 +64,7 @@ def test_the_raw_load_client_speaks_http_to_the_real_server(tmp_path) -> None:
 
     from bench.load import RawConnection
     from bench.loadtools import server_process
-    from tests.service.fake_engine import write_fake_bundle
+    from testkit.fake_engine import write_fake_bundle
 
     bundle = write_fake_bundle(tmp_path / "fake")
     with server_process(bundle, tmp_path / "server.log", fake=True) as server:

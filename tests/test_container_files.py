@@ -409,7 +409,7 @@ def test_wheel_contains_the_packages(tmp_path: Path) -> None:
     for asset in static.rglob("*") if static.is_dir() else []:
         if asset.is_file():
             assert asset.relative_to(ROOT).as_posix() in names, f"{asset} is not in the wheel"
-    assert not any(n.startswith(("tests/", "bench/", "docs/")) for n in names)
+    assert not any(n.startswith(("tests/", "testkit/", "bench/", "docs/")) for n in names)
 
 
 # --------------------------------------------------------------------------------------------------

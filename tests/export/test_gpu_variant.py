@@ -11,7 +11,7 @@ from core.bundle import BundleError, graph_files, read_manifest
 from core.graphs import GRAPHS
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError, choose_graphs
-from tests.synthetic import make_pairs
+from testkit.synthetic import make_pairs
 
 
 @pytest.fixture(scope="module")

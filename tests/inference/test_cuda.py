@@ -15,7 +15,7 @@ import pytest
 
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine, gpu_present
-from tests.synthetic import make_pairs
+from testkit.synthetic import make_pairs
 
 pytestmark = [
     pytest.mark.gpu,

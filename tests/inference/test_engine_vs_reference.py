@@ -10,7 +10,7 @@ import torch
 
 from core.translation import DecodeOptions, Translation
 from inference.engine import DeviceState, Engine
-from tests.synthetic import make_pairs
+from testkit.synthetic import make_pairs
 from training.checkpoint import load_model
 from training.decode import Output, attention_map, beam_search, greedy, strip_eos
 from training.model import Transformer

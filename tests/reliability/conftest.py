@@ -2,7 +2,7 @@
 
 ``real_server`` serves the tiny bundle of tests/conftest.py (onnxruntime, built once per session);
 the tests that need it skip, saying why, only when that bundle cannot be built. The fake engine of
-tests/service/fake_engine.py serves the tests that need a slow or failing engine.
+testkit/fake_engine.py serves the tests that need a slow or failing engine.
 """
 
 from __future__ import annotations

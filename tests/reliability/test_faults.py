@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from core.bundle import write_manifest
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.reliability.conftest import ADMIN
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import (
     ROOT,
     ProcessServer,

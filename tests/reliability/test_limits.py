@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.service.fake_engine import write_fake_bundle
+from testkit.fake_engine import write_fake_bundle
 from tests.service.servers import ProcessServer, process_server, wait_until
 
 LIMITS = {

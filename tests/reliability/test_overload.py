@@ -11,25 +11,19 @@ correctly, the queue must stay within its bound and /healthz must answer through
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-from tests.service.fake_engine import write_fake_bundle
-from tests.service.servers import ROOT, process_server, wait_until
+from testkit.fake_engine import write_fake_bundle
+from tests.service.servers import process_server, wait_until
 
 MAX_QUEUE = 16
 
 
 def load_bench() -> ModuleType:
-    path = ROOT / "bench" / "overload.py"
-    spec = importlib.util.spec_from_file_location("bench_overload", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    import bench.overload
+
+    return bench.overload
 
 
 def test_three_times_capacity_is_shed_with_503_and_retry_after(tmp_path: Path) -> None:

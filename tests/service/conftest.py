@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server
 
 

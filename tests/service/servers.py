@@ -107,7 +107,7 @@ def process_server(
 ) -> Iterator[ProcessServer]:
     """``python -m service`` (or the fake-engine variant) on a free port; yields once it answers."""
     port = free_port()
-    module = "tests.service.fake_server" if fake else "service"
+    module = "testkit.fake_server" if fake else "service"
     command = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port), *args]
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     with open(log_path, "wb") as log:

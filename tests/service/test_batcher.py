@@ -20,7 +20,7 @@ from service.batcher import (
     TooManySentences,
 )
 from service.metrics import Metrics
-from tests.service.fake_engine import FakeEngine
+from testkit.fake_engine import FakeEngine
 
 T = TypeVar("T")
 GREEDY = DecodeOptions(beam_size=1)

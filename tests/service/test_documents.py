@@ -9,8 +9,8 @@ from pathlib import Path
 import polib
 import pytest
 
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.core.test_markup import inspect
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server
 
 CATALOG = r"""msgid ""

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import settings_for, thread_server
 
 TEXTS = [

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server, wait_until
 
 KEY = {"X-API-Key": "client-key"}

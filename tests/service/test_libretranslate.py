@@ -11,7 +11,7 @@ import httpx
 import pytest
 from libretranslatepy import LibreTranslateAPI
 
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server
 
 GERMAN = "Die Datei konnte nicht gespeichert werden, weil der Datenträger voll ist."

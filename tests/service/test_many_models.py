@@ -13,7 +13,7 @@ import pytest
 from service.app import create_app
 from service.models import ConfigurationError, bundle_paths
 from service.settings import Settings
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server, wait_until
 
 ADMIN = {"Authorization": "Bearer secret"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.fake_engine import FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server, wait_until
 
 ADMIN = {"Authorization": "Bearer admin-token"}

@@ -17,7 +17,7 @@ from core.translation import DecodeOptions, Translation
 from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueFull, RequestTimeout
 from service.metrics import Metrics
 from service.scheduler import IDLE_EXIT_S, Scheduler
-from tests.service.fake_engine import FakeEngine
+from testkit.fake_engine import FakeEngine
 
 T = TypeVar("T")
 GREEDY = DecodeOptions(beam_size=1)

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.fake_engine import write_fake_bundle
+from testkit.fake_engine import write_fake_bundle
 from tests.service.servers import ROOT, ProcessServer, free_port, process_server, wait_until
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.service.fake_engine import FakeEngine, FakeLoader, write_fake_bundle
+from testkit.fake_engine import FakeEngine, FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server, wait_until
 
 

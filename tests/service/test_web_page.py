@@ -21,7 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.service.fake_engine import write_fake_bundle
+from testkit.fake_engine import write_fake_bundle
 from tests.service.servers import ROOT, ProcessServer, process_server, wait_until
 
 MAX_CHARS = 200

@@ -14,7 +14,7 @@ import torch
 from onnx import numpy_helper
 
 from core.tokenizer import Tokenizer
-from tests.conftest import tiny_config
+from testkit.tiny import tiny_config
 from training import checkpoint
 from training.config import Config, ModelConfig
 from training.export import export_bundle

@@ -80,7 +80,7 @@ def test_percent_signs_that_are_not_placeholders() -> None:
 
 
 def test_training_adds_the_filled_copies(synthetic_corpus, tiny_vocab, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from tests.conftest import tiny_config
+    from testkit.tiny import tiny_config
     from training.train import Trainer
 
     train = tmp_path / "train.tsv"

@@ -19,7 +19,7 @@ import torch
 from core.tokenizer import Tokenizer
 from core.translation import DecodeOptions
 from inference.engine import Engine
-from tests.synthetic import make_pairs
+from testkit.synthetic import make_pairs
 from training.checkpoint import load, load_model, load_tokenizer, read_vocab_files, save
 from training.config import Config, ModelConfig
 from training.decode import greedy, source_tensor, strip_eos

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
+from testkit.synthetic import make_pairs
 from tests.service.servers import process_server, wait_until
-from tests.synthetic import make_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

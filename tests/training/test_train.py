@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import tiny_config
+from testkit.tiny import tiny_config
 from training import checkpoint
 from training.average import average
 from training.decode import greedy, strip_eos

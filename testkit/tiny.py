@@ -1,0 +1,54 @@
+"""The tiny model: a 2+2-layer d64 Transformer trained on the synthetic reversal task (testkit.synthetic) until
+it is nearly perfect. Tests build it once per session (tests/conftest.py); benchmarks build it on first use when
+no real model is there."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from testkit.synthetic import write_corpus
+
+TINY_STEPS = 1000
+
+
+def tiny_config(train: Path, dev: Path, vocab: Path, steps: int = TINY_STEPS, **train_overrides: object) -> Any:
+    """The ``tiny`` preset on these files, ``steps`` steps, one thread, no evaluation; ``train_overrides`` last."""
+    from training.config import load_config
+
+    overrides = [
+        f"data.train={train}",
+        f"data.dev={dev}",
+        f"data.vocab={vocab}",
+        f"train.max_steps={steps}",
+        "train.eval_every=100000",
+        "train.log_every=100",
+        "train.threads=1",
+    ]
+    overrides += [f"train.{k}={v!r}" for k, v in train_overrides.items()]
+    return load_config("tiny", overrides=overrides)
+
+
+def build_tiny_bundle(out: Path) -> Path:
+    """Train the tiny model and export it to ``out`` (fp32; about a minute on 2 cores, needs torch)."""
+    from training.export import export_bundle
+    from training.train import train
+    from training.vocab import train_vocab
+
+    print(f"building the tiny test bundle in {out} (about a minute) ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train_tsv, dev_tsv = write_corpus(work / "corpus")
+        train_vocab(train_tsv, work / "vocab", vocab_size=96)
+        train(tiny_config(train_tsv, dev_tsv, work / "vocab"), work / "run")
+        export_bundle(
+            work / "run" / "last.pt",
+            out,
+            name="tiny-reverse",
+            version="1",
+            source_language="en",
+            target_language="de",
+        )
+    return out
