@@ -1,7 +1,7 @@
 """How long a batch should wait for company: the server with different ``MT_MAX_WAIT_MS``, side by side.
 
     python -m bench batch-wait [--waits 5,0] [--levels 1,4,16,32] [--rounds 2] [--requests 96]
-                               [--out docs/bench-batch-wait]
+                               [--out docs/reports/batch-wait/report]
 
 For each round and each wait (alternated: 5 0 5 0 ...) the script starts ``python -m service`` on 127.0.0.1
 with ``--max-wait-ms`` set and drives it with ``bench/load.py``'s closed loop at every concurrency level (one
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.load import closed_loop
-from bench.loadtools import ROOT, machine, run_loop, server_process, write_report
+from bench.loadtools import ROOT, machine, report_dir, run_loop, server_process, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=96, help="requests answered per level")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-batch-wait"))
+    parser.add_argument("--out", default=str(report_dir("batch-wait") / "report"))
     args = parser.parse_args(argv)
     waits = args.waits.split(",")
     levels = [int(c) for c in args.levels.split(",")]

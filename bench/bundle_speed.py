@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.loadtools import ROOT, machine, write_report
+from bench.loadtools import ROOT, machine, report_dir, write_report
 from core.translation import DecodeOptions
 from inference.engine import Engine
 from training.data import read_pairs
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-length", type=int, default=256, help="length cap in pieces, EOS included")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "bench-bundle-speed")
+    p.add_argument("--out", type=Path, default=report_dir("bundle-speed") / "report")
     args = p.parse_args(argv)
     if args.repeats < 1 or args.sentences < 1:
         p.error("--repeats and --sentences must be at least 1")

@@ -1,7 +1,7 @@
 """Decoding speed: the ONNX engine vs the PyTorch reference decoder, side by side in one run.
 
     python -m bench decode --bundle BUNDLE --checkpoint CKPT [--input FILE] [--sentences 64]
-                           [--batch-sizes 1,8,32] [--beams 1,4] [--threads 2] [--out docs/bench-decode]
+                           [--batch-sizes 1,8,32] [--beams 1,4] [--threads 2] [--out docs/reports/decode/report]
 
 Each configuration translates the same sentences with both decoders on the same number of threads and
 reports target tokens/s (generated pieces, EOS not counted) and sentences/s, plus how many outputs differ
@@ -24,7 +24,7 @@ from typing import Any
 import onnxruntime as ort
 import torch
 
-from bench.loadtools import ROOT, report_path
+from bench.loadtools import report_dir, report_path
 from core.tokenizer import WORD_START
 from core.translation import DecodeOptions
 from inference.engine import Engine
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="threads for both decoders")
     parser.add_argument(
         "--out",
-        default=str(ROOT / "docs" / "bench-decode"),
-        help="write OUT.md and OUT.json (default docs/bench-decode)",
+        default=str(report_dir("decode") / "report"),
+        help="write OUT.md and OUT.json (default docs/reports/decode/report)",
     )
     args = parser.parse_args(argv)
 

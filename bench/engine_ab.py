@@ -1,7 +1,8 @@
 """Two engine versions side by side: each a code tree and a bundle, the same sentences, alternated runs.
 
     python -m bench engine-ab --a OLD_TREE:OLD_BUNDLE --b .:models/en-de [--input data/en-de/test.tsv]
-        [--sentences 256] [--batch-sizes 1,32] [--beams 4] [--repeats 3] [--threads 2] [--out docs/bench-engine-ab]
+        [--sentences 256] [--batch-sizes 1,32] [--beams 4] [--repeats 3] [--threads 2]
+        [--out docs/reports/engine-ab/report]
 
 What a change to the engine costs or gains: ``OLD_TREE`` is a checkout of the commit before (``git worktree
 add /tmp/old HEAD~1``), with a bundle that tree reads. Each side runs in its own worker process (its tree
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, machine, write_report
+from bench.loadtools import ROOT, machine, report_dir, write_report
 
 WORKER = """
 import json, os, sys, time
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch1-sentences", type=int, default=64, help="fewer sentences at batch 1 (slow)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-engine-ab"))
+    parser.add_argument("--out", default=str(report_dir("engine-ab") / "report"))
     args = parser.parse_args(argv)
 
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()

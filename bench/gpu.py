@@ -3,7 +3,7 @@ the same machine's CPU, in one run.
 
     python -m bench gpu --checkpoint CKPT [--bundle models/en-de] [--input data/en-de/test.tsv]
                         [--sentences 256] [--batch-sizes 1,8,32,128] [--beams 1,4] [--repeats 3]
-                        [--max-length 128] [--cpu-threads 0] [--out docs/bench-gpu]
+                        [--max-length 128] [--cpu-threads 0] [--out docs/reports/gpu/report]
 
 Needs onnxruntime-gpu with a usable CUDA provider (CUDA 13 and cuDNN 9 libraries) and torch for the export.
 The systems are run alternately (cuda-fp32, cuda-fp16, cpu-fp32, then again) ``--repeats`` times per
@@ -29,7 +29,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, report_path
+from bench.loadtools import ROOT, report_dir, report_path
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=128, help="length cap in pieces, EOS included")
     parser.add_argument("--cpu-threads", type=int, default=0, help="CPU engine threads (0: onnxruntime's default)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-gpu"))
+    parser.add_argument("--out", default=str(report_dir("gpu") / "report"))
     args = parser.parse_args(argv)
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():

@@ -1,6 +1,6 @@
 """Language detection libraries side by side, on the languages this server serves: which one should `auto` use?
 
-    python -m bench langid [--inputs data/en-de/test.*.tsv] [--out docs/bench-langid]
+    python -m bench langid [--inputs data/en-de/test.*.tsv] [--out docs/reports/langid/report]
 
 Every held-out test pair gives two labelled strings (the English side "en", the German side "de"), grouped by
 length: 1-3 words (menu items, buttons), 4-9 words (messages), 10 or more (sentences). Each detector runs in a
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.loadtools import report_path, write_report
+from bench.loadtools import report_dir, report_path, write_report
 
 SERVED = ("en", "de")
 GROUPS = (("1-3 words", 1, 3), ("4-9 words", 4, 9), ("10+ words", 10, 10**9))
@@ -153,7 +153,7 @@ def run_one(name: str, restricted: bool, inputs: list[str]) -> dict[str, object]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inputs", nargs="+", default=sorted(glob.glob("data/en-de/test.*.tsv")))
-    parser.add_argument("--out", default="docs/bench-langid")
+    parser.add_argument("--out", default=str(report_dir("langid") / "report"))
     parser.add_argument("--one", nargs=2, metavar=("DETECTOR", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     inputs = [p for p in args.inputs if not p.endswith("/test.tsv")]  # test.tsv repeats the others

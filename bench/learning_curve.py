@@ -1,6 +1,6 @@
 """Plot dev BLEU/chrF against training time from a run's evals.jsonl; writes a PNG and a markdown table.
 
-python -m bench learning-curve runs/en-de --out docs/default-model-curve.png [--previous OLD/evals.jsonl]
+python -m bench learning-curve runs/en-de --out docs/reports/default-model/curve.png [--previous OLD/evals.jsonl]
 
 ``--previous`` draws an earlier run's dev chrF (dashed) on the same time axis. ``--continues`` says the run
 started from another run's weights (``train.init``): that run is drawn first and this one after it, on one axis
@@ -13,11 +13,13 @@ import argparse
 import json
 from pathlib import Path
 
+from bench.loadtools import report_dir
+
 
 def main(argv: list[str] | None = None) -> int | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
-    parser.add_argument("--out", default="docs/default-model-curve.png")
+    parser.add_argument("--out", default=str(report_dir("default-model") / "curve.png"))
     parser.add_argument("--previous", type=Path, help="an earlier run's evals.jsonl, drawn dashed")
     parser.add_argument("--previous-label", default="previous run")
     parser.add_argument("--continues", type=Path, help="evals.jsonl of the run this one was initialized from")
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int | None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
 

@@ -1,7 +1,7 @@
 """Which length penalty the server should default to: BLEU, chrF and output length per value, one run.
 
     python -m bench length-penalty BUNDLE DEV.tsv [TEST.tsv ...] [--values 1.0,1.2,1.4,1.6,1.8,2.0]
-                                   [--beam 4] [--out docs/bench-length-penalty]
+                                   [--beam 4] [--out docs/reports/length-penalty/report]
 
 The service's engine translates every file with every value (beam 4, batches of 32, 2 threads, the server's
 n-gram guard), the values alternated ``--repeats`` times (1.0 1.4 ... 1.0 1.4 ...) so they share the machine's

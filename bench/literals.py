@@ -1,7 +1,7 @@
 """Literals kept: do numbers, URLs, file names, paths and options of the source reach the translation unchanged?
 
     python -m bench literals BUNDLE [BUNDLE ...] [--inputs data/en-de/test.*.tsv data/en-de/eval-*.tsv]
-                             [--out docs/bench-literals]
+                             [--out docs/reports/literals/report]
 
 From held-out TSV files, takes every pair whose source holds a literal (number, URL, e-mail address, file name,
 path, command-line option) that the human reference also holds verbatim: there, copying it is what a translator
@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.loadtools import ROOT, report_path
+from bench.loadtools import ROOT, report_dir, report_path
 
 KINDS = {
     "url": r"https?://[^\s\"'<>()»«]+[^\s\"'<>().,;:!?»«]",
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-literals"))
+    parser.add_argument("--out", default=str(report_dir("literals") / "report"))
     args = parser.parse_args(argv)
 
     import sacrebleu

@@ -2,7 +2,7 @@
 
     nice -n 0 python -m bench load [--bundle models/en-de] [--input data/en-de/test.tsv] [--levels 1,4,16,32]
                                    [--requests 96] [--beam 4] [--threads 2] [--servers batch,continuous,off]
-                                   [--out docs/bench-load]
+                                   [--out docs/reports/load/report]
 
 For each server (batch: the batch scheduler with the server's defaults; continuous: ``--scheduler continuous``;
 off: the batch scheduler with ``--max-batch-sentences 1``) the script
@@ -38,6 +38,7 @@ from bench.loadtools import (
     machine,
     metric,
     percentile,
+    report_dir,
     report_path,
     run_loop,
     server_process,
@@ -147,7 +148,7 @@ async def closed_loop(
 
         async def one_client() -> None:
             # A keep-alive connection spoken to in plain HTTP/1.1: httpx cost this process ~3 ms of CPU per
-            # request at 64 clients and saturated its core while the server idled (docs/bench-load-fake-gpu.md).
+            # request at 64 clients and saturated its core while the server idled (docs/reports/load/fake-gpu.md).
             nonlocal sent
             connection = await RawConnection.open(url)
             try:
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="BUNDLE",
         help="more bundles in the server (requests use --bundle)",
     )
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-load"))
+    parser.add_argument("--out", default=str(report_dir("load") / "report"))
     args = parser.parse_args(argv)
 
     from inference.engine import Engine

@@ -29,6 +29,15 @@ import httpx
 T = TypeVar("T")
 K = TypeVar("K")
 ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "docs" / "reports"
+"""Where benchmarks write their reports by default: one directory per benchmark, one current report each."""
+
+
+def report_dir(benchmark: str) -> Path:
+    """``docs/reports/<benchmark>``: a benchmark's default output directory."""
+    return REPORTS / benchmark
+
+
 WORDS = ["red", "blue", "green", "black", "white", "gold", "pink", "gray", "cyan", "teal", "navy", "plum"]
 """The tiny test model's vocabulary (testkit/synthetic.py); plain English words for a real model too."""
 TINY_BUNDLE = ROOT / "cache" / "bench-tiny-bundle"
@@ -237,10 +246,12 @@ def report_path(out: Path | str, ext: str) -> Path:
     """``OUT`` + ``ext``: a report's stem may hold dots ("bench-load-0.4.0"), which ``with_suffix`` would cut.
 
     A stem given with one of the report extensions ("docs/x.md") loses it first, so ``x.md`` gives ``x.json``.
+    The directory is created: reports go to ``docs/reports/<benchmark>/`` by default.
     """
     out = Path(out)
     if out.suffix in (".md", ".json", ".png"):
         out = out.with_suffix("")
+    out.parent.mkdir(parents=True, exist_ok=True)
     return out.parent / (out.name + ext)
 
 

@@ -1,7 +1,7 @@
 """Markup on real pages: do the tags land around the right words, and do catalog placeholders survive?
 
     python -m bench markup [--bundle models/en-de] [--corpus data/en-de] [--cache cache/corpus]
-                           [--out docs/bench-markup]
+                           [--out docs/reports/markup/report]
 
 Tags: the paragraphs of the held-out LibreOffice help pages (the test units of the corpus's report.json) whose
 English and German versions (same page, same paragraph id) carry the same inline elements (name and class), and
@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.loadtools import report_path, write_report
+from bench.loadtools import report_dir, report_path, write_report
 
 INLINE_CHECKED = ("a", "b", "em", "i", "span", "strong", "code")
 _WORD = re.compile(r"[^\W_]+")
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("cache/corpus"))
     parser.add_argument("--limit", type=int, default=0, help="at most this many help paragraphs")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default="docs/bench-markup")
+    parser.add_argument("--out", default=str(report_dir("markup") / "report"))
     args = parser.parse_args(argv)
     from inference.engine import Engine
 

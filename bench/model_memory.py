@@ -1,6 +1,6 @@
 """What each loaded model costs in memory, for sizing a server that holds several (docs/service.md).
 
-    python -m bench model-memory [BUNDLE ...] [--out docs/bench-model-memory]
+    python -m bench model-memory [BUNDLE ...] [--out docs/reports/model-memory/report]
 
 Each bundle is measured in a fresh process on the CPU provider: resident memory (RSS) after importing the engine,
 after loading the bundle and its warm-up, and after translating 64 test sentences at beam 4 (batches of 16,
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.loadtools import report_path, write_report
+from bench.loadtools import report_dir, report_path, write_report
 
 SENTENCES = [
     "The file could not be saved because the disk is full.",
@@ -77,7 +77,7 @@ def measure_detector() -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bundles", nargs="*", default=[p for p in ("models/en-de", "models/de-en") if Path(p).is_dir()])
-    parser.add_argument("--out", default="docs/bench-model-memory")
+    parser.add_argument("--out", default=str(report_dir("model-memory") / "report"))
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:

@@ -2,7 +2,7 @@
 
     nice -n 19 python -m bench overload [--bundle DIR | --url URL --max-queue N] [--factor 3]
         [--duration 10] [--capacity-duration 5] [--concurrency 16] [--texts-per-request 32]
-        [--threads 1] [--max-queue 1024] [--out docs/bench-overload.json]
+        [--threads 1] [--max-queue 1024] [--out docs/reports/overload/report.json]
 
 1. Reference: each text of a small pool is translated alone, one request at a time.
 2. Capacity: a closed loop (``--concurrency`` clients, each sending its next request of
@@ -40,12 +40,12 @@ from typing import Any
 import httpx
 
 from bench.loadtools import (
-    ROOT,
     access_log_latencies,
     default_bundle,
     machine,
     percentile,
     process_stats,
+    report_dir,
     run_loop,
     scrape,
     server_process,
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="seconds, server-side when the script started the server (default 1)",
     )
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "bench-overload.json")
+    p.add_argument("--out", type=Path, default=report_dir("overload") / "report.json")
     args = p.parse_args(argv)
 
     started = time.time()

@@ -2,7 +2,7 @@
 
     python -m bench peers --checkpoint CKPT [--bundle BUNDLE] [--input data/en-de/test.tsv] [--sentences 64]
                           [--batch-sizes 1,8,32] [--beams 1,4] [--threads 2] [--repeats 3] [--max-length 96]
-                          [--work cache/peers] [--out docs/bench-peers]
+                          [--work cache/peers] [--out docs/reports/peers/report]
 
 From one checkpoint (post-LN: the Marian format has no pre-LN variant) it prepares, under ``--work``:
 our fp32 bundle (or ``--bundle``) and an int8 one (``python -m training export``), the Hugging Face Marian
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, report_path
+from bench.loadtools import ROOT, report_dir, report_path
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
 OPTIONAL = ["ours-fp32-spin", "ours-int8-spin", "ours-int8c"]
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=96, help="length cap in pieces, EOS included")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--work", default=str(ROOT / "cache" / "peers"))
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-peers"))
+    parser.add_argument("--out", default=str(report_dir("peers") / "report"))
     parser.add_argument(
         "--no-eos",
         action="store_true",

@@ -2,7 +2,7 @@
 
     python -m bench profile-decode [--bundle models/en-de] [--input data/en-de/test.tsv] [--sentences 64]
                                    [--batch 32] [--beam 4] [--max-length 256] [--threads 2] [--repeats 3]
-                                   [--out docs/profile-decode]
+                                   [--out docs/reports/profile-decode/report]
 
 Three passes over the same sentences, one engine: (1) timed phases: tokenization, the whole search, and
 inside it the time spent in ``run_with_iobinding`` of each graph (wrapped, so the rest of the search is
@@ -33,7 +33,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, report_path
+from bench.loadtools import ROOT, report_dir, report_path
 from core.translation import DecodeOptions
 from inference.beam_search import SearchOptions
 from inference.engine import Engine
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=256, help="length cap in pieces, EOS included")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="alternated runs of the early-stop A/B")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "profile-decode"))
+    parser.add_argument("--out", default=str(report_dir("profile-decode") / "report"))
     args = parser.parse_args(argv)
 
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()

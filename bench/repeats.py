@@ -1,7 +1,7 @@
 """What the repeated-n-gram guard does to quality, repetition and speed: one table, one run.
 
     python -m bench repeats BUNDLE TEST.tsv [TEST.tsv ...] [--sizes 0,3,4] [--beam 4] [--repeats 2]
-                            [--out docs/bench-repeats]
+                            [--out docs/reports/repeats/report]
 
 For each test file and each ``no_repeat_ngram_size`` the service's engine translates the whole file (beam 4,
 batches of 32, 2 threads) and the table gives sacrebleu BLEU and chrF, the share of translations that

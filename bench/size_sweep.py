@@ -10,7 +10,7 @@ GPU for as many steps as it would get on the CPU, and compared there on dev, in 
     python -m bench size-sweep train --minutes 7 --eval-every 250
     # 3. the table: each variant's dev scores at the step it reaches in the budget on the 2-core CPU, from the
     #    baseline's measured steps in that budget (--base-steps) and the cost ratios of step 1
-    python -m bench size-sweep report --base-steps 6500 --out docs/size-sweep
+    python -m bench size-sweep report --base-steps 6500 --out docs/reports/size-sweep/report
 
 Step costs (1) are ratios to the baseline measured side by side, so they carry over to another CPU better
 than absolute times; --base-steps is what the baseline really reached on the target machine. The learning
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, report_path
+from bench.loadtools import ROOT, report_dir, report_path
 
 RECIPE = "recipes/en-de-small.toml"
 VARIANTS: dict[str, list[str]] = {
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int | None:
     sub.choices["train"].add_argument("--eval-every", type=int, default=250)
     sub.choices["report"].add_argument("--base-steps", type=float, required=True)
     sub.choices["report"].add_argument("--budget-minutes", type=float, default=120.0)
-    sub.choices["report"].add_argument("--out", default="docs/size-sweep")
+    sub.choices["report"].add_argument("--out", default=str(report_dir("size-sweep") / "report"))
     args = parser.parse_args(argv)
     {"cpu-cost": cpu_cost, "train": train, "report": report}[args.what](args)
 

@@ -2,7 +2,7 @@
 
     nice -n 19 python -m bench soak [--bundle DIR | --url URL --pid PID] [--translations 20000]
         [--warmup 2000] [--concurrency 8] [--sample-every 500] [--max-seconds 1200]
-        [--out docs/bench-soak.json]
+        [--out docs/reports/soak/report.json]
 
 A closed loop of ``--concurrency`` clients sends short texts (one per request) until
 ``--translations`` texts have been translated. The requests vary: greedy and beam search, scores,
@@ -32,11 +32,11 @@ from typing import Any
 import httpx
 
 from bench.loadtools import (
-    ROOT,
     default_bundle,
     machine,
     percentile,
     process_stats,
+    report_dir,
     run_loop,
     server_process,
     texts,
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--sample-every", type=int, default=500)
     p.add_argument("--max-seconds", type=float, default=1200.0, help="stop (and fail) after this long")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "bench-soak.json")
+    p.add_argument("--out", type=Path, default=report_dir("soak") / "report.json")
     args = p.parse_args(argv)
     if args.url and not args.pid:
         p.error("--url needs --pid")

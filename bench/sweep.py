@@ -4,7 +4,7 @@ Every variant starts from recipes/en-de-small.toml and changes a few settings; r
 thread each) so a pair shares the machine equally, then each last checkpoint is scored on dev (loss on all of
 dev, greedy BLEU/chrF on the first sentences). Prints a markdown table and writes JSON + markdown.
 
-python -m bench sweep --minutes 7 --out docs/sweep-en-de
+python -m bench sweep --minutes 7 --out docs/reports/sweep/report
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import report_path
+from bench.loadtools import report_dir, report_path
 
 RECIPE = "recipes/en-de-small.toml"
 # name -> --set overrides on top of the recipe
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int | None:
     parser.add_argument("--sentences", type=int, default=100, help="dev sentences decoded for BLEU/chrF")
     parser.add_argument("--root", default="runs/sweep")
     parser.add_argument("--only", nargs="*", help="variant names to run (default: all)")
-    parser.add_argument("--out", default="docs/sweep-en-de", help="writes OUT.json and OUT.md")
+    parser.add_argument("--out", default=str(report_dir("sweep") / "report"), help="writes OUT.json and OUT.md")
     parser.add_argument("--report-only", action="store_true", help="rewrite OUT.md/OUT.png from OUT.json")
     parser.add_argument("--score-one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

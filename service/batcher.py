@@ -7,7 +7,7 @@ sorts the group by length, cuts it into batches by token budget, and runs the ba
 oldest sentence in a worker thread, so the event loop keeps answering while the engine decodes.
 At most ``inflight`` batches decode at once (2 by default): while one batch's beam search does its
 host-side bookkeeping between steps, the other's graph call keeps the cores busy; with one batch at a
-time a fifth of a 2-core machine sat idle at saturation (docs/bench-load.md).
+time a fifth of a 2-core machine sat idle at saturation (docs/reports/load/report.md).
 
 Requests carry their engine: a request tokenized by one model is decoded by that model, even if the
 app swapped in another meanwhile (the old engine lives until its last queued sentence is done).

