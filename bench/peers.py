@@ -229,16 +229,21 @@ def convert_ct2(marian_dir: Path, out: Path) -> None:
         ct2t._MODEL_LOADERS["MarianConfig"] = saved
 
 
-EXPORT_CODE = ("training/export.py", "training/export_graphs.py", "training/marian.py", "training/marian_weights.py")
+EXPORT_CODE = ("training/export", "training/incremental.py", "training/interop")
 
 
 def prepare(checkpoint: Path, bundle: Path | None, work: Path) -> Path:
     """Every format of ``checkpoint`` under work/<fingerprint>-<export code>/, built once and reused: the
     directory changes with the checkpoint and with the code that exports it, so a graph change is measured."""
     from training.export import export_bundle
-    from training.marian import export_marian
+    from training.interop.marian import export_marian
 
-    code = hashlib.sha256(b"".join((ROOT / name).read_bytes() for name in EXPORT_CODE)).hexdigest()[:8]
+    files = [
+        f
+        for name in EXPORT_CODE
+        for f in ([ROOT / name] if name.endswith(".py") else sorted((ROOT / name).glob("*.py")))
+    ]
+    code = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:8]
     target = work / f"{fingerprint(checkpoint)}-{code}"
     target.mkdir(parents=True, exist_ok=True)
     fp32 = bundle.resolve() if bundle is not None else target / "bundle-fp32"

@@ -1,6 +1,6 @@
 """The graph I/O contract: every ONNX graph of a bundle, its tensors' names, types and shapes, in one place.
 
-``training.export_graphs`` traces and builds the graphs with these names and dynamic axes, the engine binds
+``training.export.trace`` traces and builds the graphs with these names and dynamic axes, the engine binds
 them and refuses a bundle whose graphs lack them, and the manifest records what the export wrote. Shapes are
 tuples of sizes: a string is a dynamic axis (its name), an int is fixed; ``FLOAT`` is the bundle's float type
 (float32, or float16 for fp16 bundles). docs/bundle.md describes each graph.

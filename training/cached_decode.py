@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from training.decode import Output, source_tensor
-from training.export_graphs import DecoderStep, EncoderGraph
+from training.incremental import DecoderStep, EncoderGraph
 from training.model import Transformer
 
 

@@ -18,10 +18,10 @@ PLUGINS = {
     "build-corpus": "training.corpus",
     "build-monolingual": "training.corpus_mono",
     "back-translate": "training.back_translate",
-    "export": "training.export",
-    "import-bundle": "training.import_bundle",
-    "import-marian": "training.marian",
-    "export-marian": "training.marian",
+    "export": "training.export.commands",
+    "import-bundle": "training.export.commands",
+    "import-marian": "training.interop.commands",
+    "export-marian": "training.interop.commands",
 }
 
 

@@ -15,8 +15,8 @@ from core.graphs import GRAPHS, cache_names, graph_spec, memory_names
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model
 from training.data import read_pairs
-from training.export import ExportError, _parity, export_bundle
-from training.parity import compare, random_sources
+from training.export import ExportError, export_bundle
+from training.export.parity import check_parity, compare, random_sources
 
 
 def _sessions(bundle: Path) -> tuple[ort.InferenceSession, ort.InferenceSession]:
@@ -116,7 +116,7 @@ def test_onnx_matches_pytorch_on_random_and_real_inputs(
 def test_parity_gate_fails_the_export_above_tolerance(tiny_checkpoint: Path, tiny_bundle: Path) -> None:
     model, _, _ = load_model(tiny_checkpoint)
     with pytest.raises(ExportError, match="parity check failed on random inputs"):
-        _parity(model, tiny_bundle, Tokenizer(tiny_bundle), None, -1, "fp32", tolerance=1e-12)
+        check_parity(model, tiny_bundle, Tokenizer(tiny_bundle), None, -1, "fp32", tolerance=1e-12)
 
 
 def test_int8_export_via_cli_records_scores_and_translates(

@@ -1,4 +1,4 @@
-"""``python -m training import-bundle``: turn an exported model bundle back into a checkpoint.
+"""Turn an exported model bundle back into a checkpoint.
 
 A bundle is what ships and what a server holds; the checkpoint it came from is often gone. Importing the bundle
 gives a weights-only checkpoint that ``train --set train.init=CKPT`` continues training from (new data, a new
@@ -15,8 +15,6 @@ fp16 bundles are widened to float32. The result is checked against the bundle wi
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import tempfile
 from pathlib import Path
@@ -31,7 +29,9 @@ from core.bundle import DECODER_FILE, ENCODER_FILE, read_manifest
 from core.tokenizer import Tokenizer
 from training.checkpoint import read_vocab_files, save
 from training.config import Config, ModelConfig
-from training.export import TOLERANCES, ExportError, _export_graphs, _parity
+from training.export.common import TOLERANCES, ExportError
+from training.export.parity import check_parity
+from training.export.trace import trace_graphs
 from training.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True
             param.copy_(torch.randn_like(param))
     export = manifest["export"]
     with tempfile.TemporaryDirectory(prefix="import-bundle-") as tmp:
-        _export_graphs(reference, Path(tmp), export["opset"], export["attention_layer"])
+        trace_graphs(reference, Path(tmp), export["opset"], export["attention_layer"])
         found: dict[str, torch.Tensor] = {}
         for role in (ENCODER_FILE, DECODER_FILE):
             found.update(_weights_of(onnx.load(str(Path(tmp) / role)), onnx.load(str(bundle / role)), reference, role))
@@ -105,7 +105,7 @@ def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True
     parity: dict[str, Any] = {}
     if check:  # the bundle itself is the reference: the imported model must compute what it computes
         tolerance = 3.0 if mode == "int8" else TOLERANCES[mode]
-        parity = _parity(model, bundle, Tokenizer(bundle), None, export["attention_layer"], mode, tolerance)
+        parity = check_parity(model, bundle, Tokenizer(bundle), None, export["attention_layer"], mode, tolerance)
     save(out, {"config": Config(model=cfg).to_dict(), "model": model.state_dict(), "vocab_files": vocab_files})
     log.info("imported %s (%s %s, %s) into %s", bundle, manifest["name"], manifest["version"], mode, out)
     return {
@@ -208,22 +208,3 @@ def _added_constants(graph: onnx.ModelProto, initializers: dict[str, np.ndarray]
                 if constants and name not in initializers:
                     added.setdefault(name, constants[0])
     return added
-
-
-def _run(args: argparse.Namespace) -> int:
-    print(json.dumps(import_bundle(args.bundle, args.out, check=not args.no_check), indent=2))
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``import-bundle`` to ``python -m training``."""
-    p = subparsers.add_parser(
-        "import-bundle",
-        help="turn a model bundle back into a checkpoint (to continue training it with train --set train.init=CKPT)",
-        description="Read the weights out of a bundle's ONNX graphs (int8 bundles are dequantized, fp16 ones "
-        "widened) and write a weights-only checkpoint with the bundle's vocabulary, checked against the bundle.",
-    )
-    p.add_argument("bundle", help="bundle directory (manifest.json, encoder.onnx, decoder.onnx, vocabulary)")
-    p.add_argument("out", help="checkpoint file to write (.pt)")
-    p.add_argument("--no-check", action="store_true", help="skip the parity check against the bundle")
-    p.set_defaults(func=_run)

@@ -1,7 +1,9 @@
-"""The two graphs a bundle holds, as PyTorch modules around a trained Transformer, ready to trace.
+"""The model's incremental forward: the encoder once, then one decoder step at a time with a key/value cache.
 
 ``EncoderGraph`` runs once per batch of sentences and projects every decoder layer's cross-attention keys
-and values; ``DecoderStep`` advances every hypothesis by one token with a self-attention cache. Both reuse
+and values; ``DecoderStep`` advances every hypothesis by one token with a self-attention cache. Training
+decodes its dev set with them (training.cached_decode) and the export traces them into a bundle's two main
+graphs (training.export.trace). Both reuse
 the model's own sub-modules (projections, ``attend``, ``Residual``) so the graphs compute what the model
 computes; the tensor contract is in docs/bundle.md.
 """
@@ -9,16 +11,13 @@ computes; the tensor contract is in docs/bundle.md.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
-from core.graphs import FLOAT, GraphSpec, TensorSpec, graph_spec
+from core.graphs import GraphSpec, graph_spec
 from training.model import DecoderLayer, EncoderLayer, FeedForward, MultiHeadAttention, Transformer
-
-if TYPE_CHECKING:  # onnx is needed to build graphs, not to train with the cached decoder
-    import onnx
 
 
 def spec(role: str, model: Transformer) -> GraphSpec:
@@ -212,75 +211,3 @@ def decoder_example(
         *(torch.randn(batch, heads, src_len, d_head) for _ in range(2 * cfg.decoder_layers)),
         *(torch.randn(rows, heads, step, d_head) for _ in range(2 * cfg.decoder_layers)),
     )
-
-
-def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx.ModelProto:
-    """select, merge or trim: the small graphs that reshape the running set's device state between steps.
-
-    They only gather, pad, concatenate and slice, so they are written directly in ONNX, typed like the
-    encoder's outputs (fp16 bundles stay fp16): select keeps some sentences' memory (``keep``, one Gather per
-    tensor); merge pads the running and the new sentences' memory to the longer source (padding masked) and
-    stacks them; trim cuts the memory's source axis to ``src_len`` and drops the first ``start`` columns of
-    every cache tensor.
-    """
-    from onnx import TensorProto, helper
-
-    layers = model.config.decoder_layers
-    float_type = next(o.type.tensor_type.elem_type for o in encoder.graph.output if o.name == "cross_k_0")
-    contract = spec(role, model)
-    elem = {"int64": TensorProto.INT64, "bool": TensorProto.BOOL, "float32": TensorProto.FLOAT}
-
-    def value(t: TensorSpec) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(t.name, float_type if t.dtype == FLOAT else elem[t.dtype], list(t.shape))
-
-    nodes: list[onnx.NodeProto] = []
-    constants = [
-        helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
-        helper.make_tensor("one", TensorProto.INT64, [1], [1]),
-        helper.make_tensor("big", TensorProto.INT64, [1], [2**62]),
-        helper.make_tensor("shape_1", TensorProto.INT64, [1], [1]),
-    ]
-    if role == "select":
-        for t in contract.inputs[: 1 + 2 * layers]:
-            nodes.append(helper.make_node("Gather", [t.name, "keep"], [f"kept_{t.name}"], axis=0))
-    elif role == "merge":
-        for t in contract.inputs[: 1 + 2 * layers]:
-            axis, rank = t.source_axis, len(t.shape)
-            for side in ("", "new_"):
-                nodes.append(
-                    helper.make_node("Shape", [side + t.name], [f"{side}{t.name}_len"], start=axis, end=axis + 1)
-                )
-            nodes.append(helper.make_node("Max", [f"{t.name}_len", f"new_{t.name}_len"], [f"{t.name}_width"]))
-            padded = []
-            for side in ("", "new_"):
-                name = side + t.name
-                nodes.append(helper.make_node("Sub", [f"{t.name}_width", f"{name}_len"], [f"{name}_short"]))
-                pads = ["zero"] * (rank + axis) + [f"{name}_short"] + ["zero"] * (rank - axis - 1)
-                nodes.append(helper.make_node("Concat", pads, [f"{name}_pads"], axis=0))
-                fill = f"fill_{t.name}"
-                nodes.append(helper.make_node("Pad", [name, f"{name}_pads", fill], [f"{name}_padded"]))
-                padded.append(f"{name}_padded")
-            if t.dtype == "bool":  # padding is masked
-                constants.append(helper.make_tensor(f"fill_{t.name}", TensorProto.BOOL, [], [True]))
-            else:
-                constants.append(helper.make_tensor(f"fill_{t.name}", float_type, [], [0]))
-            nodes.append(helper.make_node("Concat", padded, [f"merged_{t.name}"], axis=0))
-    elif role == "trim":
-        nodes.append(helper.make_node("Reshape", ["start", "shape_1"], ["start_1"]))
-        nodes.append(helper.make_node("Reshape", ["src_len", "shape_1"], ["src_len_1"]))
-        constants.append(helper.make_tensor("axis_steps", TensorProto.INT64, [1], [2]))
-        for t in contract.inputs[: 1 + 2 * layers]:
-            constants.append(helper.make_tensor(f"axis_{t.name}", TensorProto.INT64, [1], [t.source_axis]))
-            nodes.append(
-                helper.make_node("Slice", [t.name, "zero", "src_len_1", f"axis_{t.name}"], [f"trimmed_{t.name}"])
-            )
-        for t in contract.inputs[1 + 2 * layers : -2]:
-            nodes.append(helper.make_node("Slice", [t.name, "start_1", "big", "axis_steps"], [f"trimmed_{t.name}"]))
-    else:
-        raise ValueError(f"{role!r} is not a state graph (select, merge, trim)")
-    graph = helper.make_graph(
-        nodes, role, [value(t) for t in contract.inputs], [value(t) for t in contract.outputs], initializer=constants
-    )
-    model = helper.make_model(graph, opset_imports=list(encoder.opset_import))
-    model.ir_version = encoder.ir_version
-    return model

@@ -18,7 +18,7 @@ from testkit.tiny import tiny_config
 from training import checkpoint
 from training.config import Config, ModelConfig
 from training.export import export_bundle
-from training.import_bundle import ImportError_, import_bundle
+from training.export.import_bundle import ImportError_, import_bundle
 from training.model import Transformer
 from training.train import Trainer, inverse_sqrt, train
 

@@ -5,12 +5,11 @@ pytorch_model.bin), source.spm, target.spm and vocab.json without needing ``tran
 ``python -m training export-marian CKPT DIR`` writes such a directory, which ``MarianMTModel`` /
 ``MarianTokenizer`` load and ``ct2-transformers-converter`` converts. Every difference between the two
 conventions, and what each direction does about it, is in docs/interop.md; weight names and the two exact
-relabellings (hidden channels, token ids) are in training/marian_weights.py.
+relabellings (hidden channels, token ids) are in training/interop/marian_weights.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ from torch import Tensor
 from core.tokenizer import Specials, write_vocab
 from training.checkpoint import load_model, load_tokenizer, read_vocab_files, save
 from training.config import Config, ModelConfig
-from training.marian_weights import (
+from training.interop.marian_weights import (
     concat_permutation,
     name_pairs,
     permute_residual,
@@ -350,7 +349,7 @@ def export_marian(
         )
     params = {name: p.detach().clone() for name, p in model.named_parameters()}
     params.setdefault("final_logits_bias", torch.zeros(cfg.vocab_size))
-    if cfg.positional_layout == "interleaved":  # exact: see training/marian_weights.py
+    if cfg.positional_layout == "interleaved":  # exact: see training/interop/marian_weights.py
         params = permute_residual(params, concat_permutation(cfg.d_model))
 
     with tempfile.TemporaryDirectory(prefix="marian-vocab-") as tmp:
@@ -475,58 +474,3 @@ def _check_target(out: Path, overwrite: bool) -> None:
             raise MarianError(f"{out} is a non-empty directory without {CONFIG_FILE}; refusing to replace it")
         if not overwrite:
             raise MarianError(f"{out} already holds a model directory; pass --overwrite to replace it")
-
-
-# -------------------------------------------------------------------------------------------------- CLI
-
-
-def _run_import(args: argparse.Namespace) -> int:
-    print(json.dumps(import_marian(args.directory, args.out), indent=2))
-    return 0
-
-
-def _run_export(args: argparse.Namespace) -> int:
-    export_marian(
-        args.checkpoint,
-        args.directory,
-        source_language=args.source_lang,
-        target_language=args.target_lang,
-        weights_format=args.weights,
-        overwrite=args.overwrite,
-    )
-    print(f"wrote {args.directory} (MarianMTModel: config.json, weights, source/target.spm, vocab.json)")
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``import-marian`` and ``export-marian`` to ``python -m training``."""
-    p = subparsers.add_parser(
-        "import-marian",
-        help="convert a Hugging Face Marian/OPUS-MT model directory into our checkpoint",
-        description="Read config.json, model.safetensors or pytorch_model.bin, source.spm, target.spm and "
-        "vocab.json (transformers is not needed) and write a checkpoint ready for `export`. The mapping of "
-        "every option is in docs/interop.md.",
-    )
-    p.add_argument("directory", help="MarianMTModel directory (as written by save_pretrained)")
-    p.add_argument("out", help="checkpoint file to write (.pt)")
-    p.set_defaults(func=_run_import)
-
-    p = subparsers.add_parser(
-        "export-marian",
-        help="write a checkpoint as a Hugging Face MarianMTModel directory",
-        description="Write config.json, generation_config.json, tokenizer_config.json, vocab.json, "
-        "source.spm, target.spm and the weights, loadable by transformers' MarianMTModel and "
-        "MarianTokenizer and convertible with ct2-transformers-converter (see docs/interop.md).",
-    )
-    p.add_argument("checkpoint", help="checkpoint file (.pt)")
-    p.add_argument("directory", help="directory to create")
-    p.add_argument("--source-lang", help="source language code for tokenizer_config.json")
-    p.add_argument("--target-lang", help="target language code for tokenizer_config.json")
-    p.add_argument(
-        "--weights",
-        choices=["safetensors", "bin"],
-        default="safetensors",
-        help="model.safetensors (default; needs the safetensors package) or pytorch_model.bin",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
-    p.set_defaults(func=_run_export)

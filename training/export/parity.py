@@ -8,8 +8,11 @@ chosen layer's cross-attention, plus the encoder's cross-attention keys and valu
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,10 +20,15 @@ import onnxruntime as ort
 import torch
 from torch import Tensor
 
+from core.bundle import DECODER_FILE, ENCODER_FILE
 from core.graphs import cache_names
+from core.tokenizer import Tokenizer
 from training.decode import source_tensor
-from training.export_graphs import decoder_layers
+from training.export.common import ExportError
+from training.incremental import decoder_layers
 from training.model import Transformer
+
+log = logging.getLogger(__name__)
 
 MIN_PROB = 1e-4
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
@@ -187,3 +195,91 @@ def random_sources(model: Transformer, n: int = 4, max_len: int = 12, seed: int 
     vocab = model.config.vocab_size
     limit = min(max_len, model.config.max_positions - 1)
     return [[rng.randrange(4, vocab) for _ in range(rng.randint(1, limit))] for _ in range(n)]
+
+
+REAL_PARITY_SENTENCES = 16
+
+
+def parity_providers(mode: str) -> list[str]:
+    """fp16 graphs are checked on the GPU when onnxruntime has a usable one (that is where they run);
+    everything else on the CPU, the reference platform of the tolerances."""
+    if mode == "fp16":
+        from inference.engine import choose_providers
+
+        return choose_providers("auto")
+    return ["CPUExecutionProvider"]
+
+
+def sessions(bundle: Path, providers: list[str]) -> tuple[ort.InferenceSession, ort.InferenceSession]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return (
+        ort.InferenceSession(str(bundle / ENCODER_FILE), options, providers=providers),
+        ort.InferenceSession(str(bundle / DECODER_FILE), options, providers=providers),
+    )
+
+
+def check_parity(
+    model: Transformer,
+    bundle: Path,
+    tokenizer: Tokenizer,
+    test_file: str | Path | None,
+    attention_layer: int,
+    mode: str,
+    tolerance: float,
+) -> dict[str, Any]:
+    try:
+        encoder, decoder = sessions(bundle, parity_providers(mode))
+    except Exception as err:  # onnxruntime raises its own exception types
+        if mode != "fp16":
+            raise
+        # The CPU provider lacks fp16 kernels for some ops; the check then needs a GPU machine.
+        log.warning("parity check skipped: onnxruntime cannot run the fp16 graphs on CPU: %s", err)
+        return {"skipped": f"onnxruntime CPU cannot run fp16 graphs: {str(err)[:200]}"}
+    reports: dict[str, ParityReport] = {}
+    try:
+        reports["random"] = compare(model, encoder, decoder, random_sources(model), attention_layer=attention_layer)
+        if test_file:
+            sources, targets = real_inputs(model, tokenizer, test_file)
+            reports["real"] = compare(model, encoder, decoder, sources, targets, attention_layer=attention_layer)
+    except Exception as err:
+        if mode != "fp16" or "NOT_IMPLEMENTED" not in str(err):
+            raise
+        log.warning("parity check skipped: onnxruntime cannot run the fp16 graphs on CPU: %s", err)
+        return {"skipped": f"onnxruntime CPU cannot run fp16 graphs: {str(err)[:200]}"}
+    result: dict[str, Any] = {"tolerance": tolerance, "provider": decoder.get_providers()[0]}
+    for kind, report in reports.items():
+        result[kind] = report.to_dict()
+        log.info(
+            "parity (%s inputs): max |ONNX - PyTorch|: log-probs %.3g (any top-k: %.3g), attention %.3g, "
+            "cache %.3g, cross K/V %.3g; top-1 agreement %.3f",
+            kind,
+            report.logprobs,
+            report.logprobs_tail,
+            report.attention,
+            report.cache,
+            report.cross_kv,
+            report.top1_agreement,
+        )
+        if report.max_abs_diff > tolerance:
+            raise ExportError(
+                f"parity check failed on {kind} inputs: max |ONNX - PyTorch| of log-probs and attention = "
+                f"{report.max_abs_diff:.3g} "
+                f"> tolerance {tolerance:g} ({json.dumps(report.to_dict())}); the export is wrong or the "
+                "tolerance too tight for this dtype (--tolerance)"
+            )
+    return result
+
+
+def real_inputs(
+    model: Transformer, tokenizer: Tokenizer, test_file: str | Path
+) -> tuple[list[list[int]], list[list[int]]]:
+    from training.data import read_pairs
+
+    pairs = read_pairs(test_file)[:REAL_PARITY_SENTENCES]
+    if not pairs:
+        raise ExportError(f"--test-file {test_file} holds no sentence pairs")
+    limit = model.config.max_positions - 1
+    sources = [tokenizer.encode_source(s)[:limit] for s, _ in pairs]
+    targets = [tokenizer.encode_target(t)[:limit] for _, t in pairs]
+    return sources, targets

@@ -23,7 +23,7 @@ from testkit.synthetic import make_pairs
 from training.checkpoint import load, load_model, load_tokenizer, read_vocab_files, save
 from training.config import Config, ModelConfig
 from training.decode import greedy, source_tensor, strip_eos
-from training.marian import MarianError, export_marian, import_marian
+from training.interop.marian import MarianError, export_marian, import_marian
 from training.model import Transformer
 from training.vocab import train_vocab
 

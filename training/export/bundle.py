@@ -1,0 +1,143 @@
+"""Checkpoint -> model bundle: encoder.onnx, decoder.onnx, vocabulary and manifest.json.
+
+``python -m training export CKPT OUT_DIR``. The graphs are traced with PyTorch's TorchScript-based
+exporter (``dynamo=False``): it keeps every axis dynamic and takes ``k`` of top-k as a tensor input. fp16
+is a conversion of the fp32 graphs that leaves LayerNorm, softmax and the log-softmax/top-k head in fp32;
+int8 is onnxruntime's dynamic quantization of the fp32 graphs' MatMuls. Before the bundle is written,
+ONNX Runtime is compared with PyTorch on random and (with ``--test-file``) real inputs, and the export
+fails when they differ by more than the tolerance. The bundle format is documented in docs/bundle.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+
+from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
+from core.graphs import GRAPHS
+from core.tokenizer import Tokenizer
+from training.checkpoint import load_model, write_vocab_files
+from training.export.common import DEFAULT_OPSET, DTYPES, GPU_VARIANT, QUANTIZATIONS, TOLERANCES, ExportError
+from training.export.parity import check_parity
+from training.export.trace import trace_graphs, write_graphs
+from training.export.writer import check_target, tensor_specs
+from training.export.writer import manifest as build_manifest
+
+log = logging.getLogger(__name__)
+
+
+def export_bundle(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    *,
+    name: str | None = None,
+    version: str = "0.1.0",
+    source_language: str = "en",
+    target_language: str = "de",
+    dtype: str = "fp32",
+    quantize: str = "none",
+    opset: int = DEFAULT_OPSET,
+    attention_layer: int = -1,
+    gpu_dtype: str = "none",
+    scores: dict[str, Any] | None = None,
+    test_file: str | Path | None = None,
+    tolerance: float | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Write a bundle for ``checkpoint`` into ``out_dir`` and return its manifest.
+
+    The bundle is assembled in a sibling temporary directory and moved into place only once the parity
+    check has passed, so ``out_dir`` never holds half a bundle.
+    """
+    if dtype not in DTYPES:
+        raise ExportError(f"dtype={dtype!r}: use one of {', '.join(DTYPES)}")
+    if quantize not in QUANTIZATIONS:
+        raise ExportError(f"quantize={quantize!r}: use one of {', '.join(QUANTIZATIONS)}")
+    if gpu_dtype not in ("none", *DTYPES):
+        raise ExportError(f"gpu_dtype={gpu_dtype!r}: use none, {', '.join(DTYPES)}")
+    if dtype == "fp16" and quantize != "none":
+        raise ExportError("--dtype fp16 and --quantize int8 exclude each other: int8 quantizes fp32 graphs")
+    if opset < DEFAULT_OPSET:
+        raise ExportError(f"opset={opset}: the graphs need opset {DEFAULT_OPSET} or later (LayerNormalization)")
+    out = Path(out_dir)
+    check_target(out, overwrite)
+    model, config, vocab_files = load_model(checkpoint)
+    layers = config.model.decoder_layers
+    if not -layers <= attention_layer < layers:
+        raise ExportError(
+            f"attention_layer={attention_layer}: the model has {layers} decoder layers (use -{layers}..{layers - 1})"
+        )
+    mode = "int8" if quantize.startswith("int8") else dtype
+    tolerance = TOLERANCES[mode] if tolerance is None else tolerance
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        started = time.perf_counter()
+        fp32_dir = work / "fp32"
+        fp32_dir.mkdir()
+        trace_graphs(model, fp32_dir, opset, attention_layer)
+        bundle = work / "bundle"
+        write_graphs(model, fp32_dir, bundle, mode, quantize)
+        if gpu_dtype != "none":
+            write_graphs(model, fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none")
+        shutil.rmtree(fp32_dir)
+        write_vocab_files(vocab_files, bundle)
+        tokenizer = Tokenizer(bundle)
+        if len(tokenizer) != config.model.vocab_size:
+            raise ExportError(
+                f"{checkpoint}: vocabulary has {len(tokenizer)} pieces but the model "
+                f"{config.model.vocab_size} embeddings; the checkpoint is inconsistent"
+            )
+        parity = check_parity(model, bundle, tokenizer, test_file, attention_layer, mode, tolerance)
+        variants = {}
+        if gpu_dtype != "none":
+            gpu_parity = check_parity(
+                model, bundle / GPU_VARIANT, tokenizer, test_file, attention_layer, gpu_dtype, TOLERANCES[gpu_dtype]
+            )
+            variants[GPU_VARIANT] = {
+                "dtype": gpu_dtype,
+                "provider": "CUDAExecutionProvider",
+                "graphs": {role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle) for role in GRAPHS},
+                "parity": gpu_parity,
+            }
+        manifest = build_manifest(
+            model,
+            tokenizer,
+            bundle,
+            name or Path(checkpoint).stem,
+            version,
+            source_language,
+            target_language,
+            {
+                "opset": opset,
+                "dtype": dtype,
+                "quantize": quantize,
+                "attention_layer": attention_layer % layers,
+                "exporter": f"torch.onnx TorchScript (torch {torch.__version__}, onnx {onnx.__version__})",
+                "checkpoint": Path(checkpoint).name,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "parity": parity,
+            },
+            scores or {},
+        )
+        if variants:
+            manifest["variants"] = variants
+        write_manifest(bundle, manifest)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(bundle, out)
+        log.info("exported %s to %s in %.1f s", checkpoint, out, time.perf_counter() - started)
+        manifest["files"] = json.loads((out / MANIFEST_FILE).read_text(encoding="utf-8"))["files"]
+        return manifest
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

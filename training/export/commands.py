@@ -1,0 +1,130 @@
+"""``python -m training export`` and ``import-bundle``: their arguments, and handlers that load the export
+machinery (torch, onnx, onnxruntime) only when they run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from training.export.common import DEFAULT_OPSET, DTYPES, QUANTIZATIONS, TOLERANCES, ExportError
+
+
+def scores_arg(value: str | None) -> dict[str, Any]:
+    if not value:
+        return {}
+    path = Path(value)
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else value
+        scores = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ExportError(f"--scores {value!r} is neither a JSON file nor a JSON object: {err}") from err
+    if not isinstance(scores, dict):
+        raise ExportError(f"--scores must be a JSON object such as '{{\"bleu\": 27.1}}', got {value!r}")
+    return scores
+
+
+def _run(args: argparse.Namespace) -> int:
+    from training.export.bundle import export_bundle
+
+    manifest = export_bundle(
+        args.checkpoint,
+        args.out_dir,
+        name=args.name,
+        version=args.version,
+        source_language=args.source_lang,
+        target_language=args.target_lang,
+        dtype=args.dtype,
+        quantize=args.quantize,
+        opset=args.opset,
+        attention_layer=args.attention_layer,
+        gpu_dtype=args.gpu_dtype,
+        scores=scores_arg(args.scores),
+        test_file=args.test_file,
+        tolerance=args.tolerance,
+        overwrite=args.overwrite,
+    )
+    summary = {
+        "bundle": str(args.out_dir),
+        "name": manifest["name"],
+        "version": manifest["version"],
+        "files": {name: entry["bytes"] for name, entry in manifest["files"].items()},
+        "parity": manifest["export"]["parity"],
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``export`` and ``import-bundle`` to ``python -m training``."""
+    p = subparsers.add_parser(
+        "export",
+        help="export a checkpoint to a model bundle (ONNX graphs + vocabulary + manifest)",
+        description="Trace the encoder and the one-step decoder to ONNX, check them against PyTorch "
+        "(random inputs, and real ones with --test-file) and write OUT_DIR with manifest.json, "
+        "encoder.onnx, decoder.onnx and the vocabulary. The format is described in docs/bundle.md.",
+    )
+    p.add_argument("checkpoint", help="checkpoint file (.pt), averaged or not")
+    p.add_argument("out_dir", help="bundle directory to create")
+    p.add_argument("--name", help="model name (default: the checkpoint's file name)")
+    p.add_argument("--version", default="0.1.0", help="model version, reported by the server")
+    p.add_argument("--source-lang", default="en", help="ISO 639-1 code of the source language (in the manifest)")
+    p.add_argument("--target-lang", default="de", help="ISO 639-1 code of the target language (in the manifest)")
+    p.add_argument(
+        "--dtype", choices=DTYPES, default="fp32", help="fp16 halves the graphs for GPUs; LayerNorm/softmax stay fp32"
+    )
+    p.add_argument(
+        "--quantize",
+        choices=QUANTIZATIONS,
+        default="none",
+        help="int8: dynamic quantization of the MatMul weights, for CPUs (int8-channel: one scale per output "
+        "column instead of one per matrix)",
+    )
+    p.add_argument(
+        "--gpu-dtype",
+        choices=("none", *DTYPES),
+        default="none",
+        help="also write a second set of graphs in this dtype under cuda/, which the engine loads on the CUDA "
+        "provider (the main graphs stay for the CPU; e.g. --quantize int8-channel --gpu-dtype fp16). "
+        "Default: none",
+    )
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
+    p.add_argument(
+        "--attention-layer",
+        type=int,
+        default=-1,
+        help="decoder layer whose cross-attention the bundle reports (default: last)",
+    )
+    p.add_argument("--scores", help="evaluation scores to record: a JSON object or a JSON file")
+    p.add_argument("--test-file", help="TSV of real sentence pairs for the parity check")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        help="largest accepted |ONNX - PyTorch| (default: "
+        + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items())
+        + ")",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing bundle in OUT_DIR")
+    p.set_defaults(func=_run)
+    _register_import(subparsers)
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    from training.export.import_bundle import import_bundle
+
+    print(json.dumps(import_bundle(args.bundle, args.out, check=not args.no_check), indent=2))
+    return 0
+
+
+def _register_import(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "import-bundle",
+        help="turn a model bundle back into a checkpoint (to continue training it with train --set train.init=CKPT)",
+        description="Read the weights out of a bundle's ONNX graphs (int8 bundles are dequantized, fp16 ones "
+        "widened) and write a weights-only checkpoint with the bundle's vocabulary, checked against the bundle.",
+    )
+    p.add_argument("bundle", help="bundle directory (manifest.json, encoder.onnx, decoder.onnx, vocabulary)")
+    p.add_argument("out", help="checkpoint file to write (.pt)")
+    p.add_argument("--no-check", action="store_true", help="skip the parity check against the bundle")
+    p.set_defaults(func=_run_import)

@@ -1,0 +1,16 @@
+"""What every part of the export shares: its error and its settings."""
+
+from __future__ import annotations
+
+DEFAULT_OPSET = 17  # first opset with LayerNormalization; onnxruntime >= 1.14 runs it
+DTYPES = ("fp32", "fp16")
+QUANTIZATIONS = ("none", "int8", "int8-channel")
+# Largest |ONNX - PyTorch| accepted at export, by what the graphs hold. fp32 differs only by the order of
+# float operations; fp16 and int8 change the weights themselves (measured figures in docs/bundle.md).
+TOLERANCES = {"fp32": 1e-3, "fp16": 0.1, "int8": 1.0}
+GPU_VARIANT = "cuda"
+"""Where ``--gpu-dtype`` puts a second set of graphs, and its key in the manifest's ``variants``."""
+
+
+class ExportError(ValueError):
+    """The checkpoint cannot be exported as asked; the message names the value and the fix."""

@@ -1,0 +1,69 @@
+"""fp16 and int8 versions of traced fp32 graphs."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import onnx
+
+from training.export.common import ExportError
+
+FP32_OUTPUTS_OF_FP16 = ["topk_logprobs", "topk_ids", "attention", "src_mask"]
+FP16_KEEP_FP32_OPS = ["LayerNormalization", "Softmax", "LogSoftmax", "TopK", "ReduceMean"]
+
+
+def to_fp16(src: Path, dst: Path) -> None:
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+
+    graph = onnx.load(str(src))
+    keep = [t.name for t in [*graph.graph.input, *graph.graph.output] if t.name in FP32_OUTPUTS_OF_FP16]
+    half = convert_float_to_float16(graph, keep_io_types=keep, op_block_list=DEFAULT_OP_BLOCK_LIST + FP16_KEEP_FP32_OPS)
+    sort_nodes(half.graph)  # the converter appends its Cast nodes after their consumers
+    onnx.save(half, str(dst))
+
+
+def sort_nodes(graph: onnx.GraphProto) -> None:
+    """Reorder nodes topologically, otherwise keeping their order."""
+    known = {t.name for t in graph.input} | {t.name for t in graph.initializer} | {""}
+    pending = list(graph.node)
+    ordered: list[onnx.NodeProto] = []
+    while pending:
+        ready = [n for n in pending if all(i in known for i in n.input)]
+        if not ready:
+            names = [n.name for n in pending[:5]]
+            raise ExportError(f"fp16 conversion left a cycle or a dangling input near nodes {names}")
+        ready_ids = {id(n) for n in ready}
+        pending = [n for n in pending if id(n) not in ready_ids]
+        for node in ready:
+            ordered.append(node)
+            known.update(node.output)
+    del graph.node[:]
+    graph.node.extend(ordered)
+
+
+def to_int8(src: Path, dst: Path, per_channel: bool = False) -> None:
+    """Dynamic int8 quantization of the constant MatMul weights (measured choices in docs/bundle.md).
+
+    ``per_channel``: one weight scale per output column instead of one per matrix, still 7-bit
+    (reduce_range), so it stays exact on CPUs without VNNI.
+
+    onnxruntime's quant_pre_process changed nothing here (its symbolic shape inference cannot follow the
+    tensor ``k`` of TopK, and the rest left the parity figures identical), so it is not run.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # onnxruntime's symbolic shape inference, when it gives up on a graph, leaves sym_shape_infer_temp.onnx
+    # and its external-data files in the working directory: keep them out of the user's. Paths are made
+    # absolute before the chdir: a relative output path must mean the same directory after it.
+    src, dst = src.resolve(), dst.resolve()
+    with contextlib.chdir(src.parent):  # the fp32 scratch directory, deleted after the export
+        quantize_dynamic(
+            src,
+            dst,
+            weight_type=QuantType.QInt8,
+            per_channel=per_channel,
+            reduce_range=True,  # 7-bit weights: no saturation in AVX2's u8 x s8 products (no VNNI)
+            op_types_to_quantize=["MatMul", "Gemm"],
+            extra_options={"MatMulConstBOnly": True},
+        )

@@ -1,0 +1,137 @@
+"""Tracing: the model's incremental forward (training.incremental) to ONNX with PyTorch's TorchScript-based
+exporter (``dynamo=False``: it keeps every axis dynamic and takes ``k`` of top-k as a tensor input), and the
+small state graphs (select, merge, trim) written directly in ONNX."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import onnx
+import torch
+
+from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
+from core.graphs import FLOAT, TensorSpec
+from training.export.optimize import to_fp16, to_int8
+from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec
+from training.model import Transformer
+
+
+def trace_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int) -> None:
+    encoder, decoder = spec("encoder", model), spec("decoder", model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and deprecation warnings about the legacy exporter
+        torch.onnx.export(
+            EncoderGraph(model),
+            encoder_example(model),
+            str(directory / ENCODER_FILE),
+            dynamo=False,
+            input_names=encoder.input_names,
+            output_names=encoder.output_names,
+            dynamic_axes=encoder.dynamic_axes,
+            opset_version=opset,
+            do_constant_folding=True,
+        )
+        torch.onnx.export(
+            DecoderStep(model, attention_layer),
+            decoder_example(model),
+            str(directory / DECODER_FILE),
+            dynamo=False,
+            input_names=decoder.input_names,
+            output_names=decoder.output_names,
+            dynamic_axes=decoder.dynamic_axes,
+            opset_version=opset,
+            do_constant_folding=True,
+        )
+
+
+def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str) -> None:
+    """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
+    (converted to ``mode``: fp32, fp16 or int8), then the state graphs typed like the encoder's outputs."""
+    out.mkdir(parents=True)
+    for role_file in (ENCODER_FILE, DECODER_FILE):
+        src, dst = fp32_dir / role_file, out / role_file
+        if mode == "fp16":
+            to_fp16(src, dst)
+        elif mode == "int8":
+            to_int8(src, dst, per_channel=quantize == "int8-channel")
+        else:
+            shutil.copyfile(src, dst)
+        onnx.checker.check_model(str(dst), full_check=True)
+    encoder_graph = onnx.load(str(out / ENCODER_FILE))
+    for role in ("select", "merge", "trim"):
+        onnx.save(state_graph(role, encoder_graph, model), str(out / GRAPH_FILES[role]))
+        onnx.checker.check_model(str(out / GRAPH_FILES[role]), full_check=True)
+
+
+def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx.ModelProto:
+    """select, merge or trim: the small graphs that reshape the running set's device state between steps.
+
+    They only gather, pad, concatenate and slice, so they are written directly in ONNX, typed like the
+    encoder's outputs (fp16 bundles stay fp16): select keeps some sentences' memory (``keep``, one Gather per
+    tensor); merge pads the running and the new sentences' memory to the longer source (padding masked) and
+    stacks them; trim cuts the memory's source axis to ``src_len`` and drops the first ``start`` columns of
+    every cache tensor.
+    """
+    from onnx import TensorProto, helper
+
+    layers = model.config.decoder_layers
+    float_type = next(o.type.tensor_type.elem_type for o in encoder.graph.output if o.name == "cross_k_0")
+    contract = spec(role, model)
+    elem = {"int64": TensorProto.INT64, "bool": TensorProto.BOOL, "float32": TensorProto.FLOAT}
+
+    def value(t: TensorSpec) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(t.name, float_type if t.dtype == FLOAT else elem[t.dtype], list(t.shape))
+
+    nodes: list[onnx.NodeProto] = []
+    constants = [
+        helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("big", TensorProto.INT64, [1], [2**62]),
+        helper.make_tensor("shape_1", TensorProto.INT64, [1], [1]),
+    ]
+    if role == "select":
+        for t in contract.inputs[: 1 + 2 * layers]:
+            nodes.append(helper.make_node("Gather", [t.name, "keep"], [f"kept_{t.name}"], axis=0))
+    elif role == "merge":
+        for t in contract.inputs[: 1 + 2 * layers]:
+            axis, rank = t.source_axis, len(t.shape)
+            for side in ("", "new_"):
+                nodes.append(
+                    helper.make_node("Shape", [side + t.name], [f"{side}{t.name}_len"], start=axis, end=axis + 1)
+                )
+            nodes.append(helper.make_node("Max", [f"{t.name}_len", f"new_{t.name}_len"], [f"{t.name}_width"]))
+            padded = []
+            for side in ("", "new_"):
+                name = side + t.name
+                nodes.append(helper.make_node("Sub", [f"{t.name}_width", f"{name}_len"], [f"{name}_short"]))
+                pads = ["zero"] * (rank + axis) + [f"{name}_short"] + ["zero"] * (rank - axis - 1)
+                nodes.append(helper.make_node("Concat", pads, [f"{name}_pads"], axis=0))
+                fill = f"fill_{t.name}"
+                nodes.append(helper.make_node("Pad", [name, f"{name}_pads", fill], [f"{name}_padded"]))
+                padded.append(f"{name}_padded")
+            if t.dtype == "bool":  # padding is masked
+                constants.append(helper.make_tensor(f"fill_{t.name}", TensorProto.BOOL, [], [True]))
+            else:
+                constants.append(helper.make_tensor(f"fill_{t.name}", float_type, [], [0]))
+            nodes.append(helper.make_node("Concat", padded, [f"merged_{t.name}"], axis=0))
+    elif role == "trim":
+        nodes.append(helper.make_node("Reshape", ["start", "shape_1"], ["start_1"]))
+        nodes.append(helper.make_node("Reshape", ["src_len", "shape_1"], ["src_len_1"]))
+        constants.append(helper.make_tensor("axis_steps", TensorProto.INT64, [1], [2]))
+        for t in contract.inputs[: 1 + 2 * layers]:
+            constants.append(helper.make_tensor(f"axis_{t.name}", TensorProto.INT64, [1], [t.source_axis]))
+            nodes.append(
+                helper.make_node("Slice", [t.name, "zero", "src_len_1", f"axis_{t.name}"], [f"trimmed_{t.name}"])
+            )
+        for t in contract.inputs[1 + 2 * layers : -2]:
+            nodes.append(helper.make_node("Slice", [t.name, "start_1", "big", "axis_steps"], [f"trimmed_{t.name}"]))
+    else:
+        raise ValueError(f"{role!r} is not a state graph (select, merge, trim)")
+    graph = helper.make_graph(
+        nodes, role, [value(t) for t in contract.inputs], [value(t) for t in contract.outputs], initializer=constants
+    )
+    model = helper.make_model(graph, opset_imports=list(encoder.opset_import))
+    model.ir_version = encoder.ir_version
+    return model
