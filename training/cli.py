@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
 from pathlib import Path
 
 from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
+from training import back_translate
 from training.config import PRESETS, ConfigError, load_config
+from training.corpus import commands as corpus_commands
+from training.export import commands as export_commands
+from training.interop import commands as interop_commands
 
-# Subcommands that live in their own modules (each module adds them through register(subparsers)). A command
-# imports only its own module: `prepare` needs no torch, `train` no onnx; `--help` lists them all.
-PLUGINS = {
-    "build-corpus": "training.corpus",
-    "build-monolingual": "training.corpus_mono",
-    "back-translate": "training.back_translate",
-    "export": "training.export.commands",
-    "import-bundle": "training.export.commands",
-    "import-marian": "training.interop.commands",
-    "export-marian": "training.interop.commands",
-}
+# Subcommands defined beside the code they run; each module adds its own through register(subparsers). These
+# modules hold arguments only (their handlers import the heavy parts when they run), so `prepare` loads no
+# torch and `train` no onnx.
+COMMAND_MODULES = (corpus_commands, back_translate, export_commands, interop_commands)
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -134,8 +130,7 @@ class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpF
     """Descriptions as written, every option with its default."""
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser; with ``command``, only the module that defines that command is imported."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m training",
         description="Train, evaluate and export Transformer translation models.",
@@ -275,19 +270,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_evaluate_bundle)
 
-    if command in sub.choices:  # built in here: no plugin module needed
-        modules: list[str] = []
-    elif command in PLUGINS:
-        modules = [PLUGINS[command]]
-    else:  # --help, no command or a wrong one: every command, so that the message lists them all
-        modules = list(dict.fromkeys(PLUGINS.values()))
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-            continue
+    for module in COMMAND_MODULES:
         module.register(sub)
     for subparser in sub.choices.values():
         subparser.formatter_class = _Help
@@ -295,9 +278,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
-    command = next((w for w in words if not w.startswith("-")), None)
-    parser = build_parser(command)
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

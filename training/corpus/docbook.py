@@ -10,7 +10,7 @@ only when both pages have the same number of sections and numbered headings agre
 yields nothing. Section numbers ("5.3. Color Picker" /
 "5.3. Farbpipette", "Figure 16.2. ..." / "Abbildung 16.2. ...") are stripped when both sides carry the same
 one, blocks the translators left in English are dropped, and a paragraph pair becomes sentence pairs when
-both sides split into the same number of sentences (``corpus_man.split_pair``).
+both sides split into the same number of sentences (``training.corpus.man.split_pair``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 import lxml.html
 from lxml import etree
 
-from training.corpus_man import split_pair
-from training.corpus_sources import CorpusError, Pair
+from training.corpus.man import split_pair
+from training.corpus.sources import CorpusError, Pair
 
 BLOCKS = frozenset({"p", "li", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "td", "th", "caption"})
 CONTAINERS = BLOCKS | {"ul", "ol", "dl", "table", "div", "pre", "blockquote"}

@@ -5,9 +5,10 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from training.corpus import assemble_corpus, resolve_sources
-from training.corpus_man import Block, align_pages, extract_man_pairs, read_page, render_inline, split_pair
-from training.corpus_sources import Pair
+from training.corpus.collect import resolve_sources
+from training.corpus.man import Block, align_pages, extract_man_pairs, read_page, render_inline, split_pair
+from training.corpus.sources import Pair
+from training.corpus.split import assemble_corpus
 
 ENGLISH = r""".\" comment line
 .TH LS 1 "September 2022" "GNU coreutils 9.1" "User Commands"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from training import corpus_mono
-from training.corpus_mono import build_monolingual, plausible
+from training.corpus import monolingual
+from training.corpus.monolingual import build_monolingual, plausible
 from training.data import write_tsv
 
 NEW = [
@@ -38,8 +38,8 @@ def test_only_new_german_sentences_of_pages_not_held_out_are_kept(
     def manual(name: str, cache: Path) -> Iterator[tuple[str, str]]:
         yield "page.html", NEW[1]
 
-    monkeypatch.setattr(corpus_mono, "man_blocks", man)
-    monkeypatch.setattr(corpus_mono, "manual_blocks", manual)
+    monkeypatch.setattr(monolingual, "man_blocks", man)
+    monkeypatch.setattr(monolingual, "manual_blocks", manual)
     out = tmp_path / "mono"
     report_out = build_monolingual(corpus, out, tmp_path / "cache", sources=["manpages", "gimp-help"])
     assert sorted((out / "de.txt").read_text(encoding="utf-8").splitlines()) == sorted(NEW)

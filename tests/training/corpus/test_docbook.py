@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from training.corpus import assemble_corpus, resolve_sources
-from training.corpus_docbook import (
+from training.corpus.collect import resolve_sources
+from training.corpus.docbook import (
     align_blocks,
     extract_docbook_pairs,
     pages_by_suffix,
@@ -16,7 +16,8 @@ from training.corpus_docbook import (
     strip_numbers,
     untranslated,
 )
-from training.corpus_sources import CorpusError, Pair
+from training.corpus.sources import CorpusError, Pair
+from training.corpus.split import assemble_corpus
 
 PAGE = """<html><head><title>{title}</title></head><body>
 <div class="navheader"><table><tr><td>{prev}</td><th>{title}</th><td>{next}</td></tr></table></div>

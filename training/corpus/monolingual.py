@@ -16,7 +16,6 @@ count per source and ``LICENSES.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -25,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from core.sentences import split_sentences
-from training.corpus import fetch_deb, unpack_deb
-from training.corpus_docbook import read_docbook_blocks
-from training.corpus_man import TRANSLATORS_HEADING, read_man_file, read_page
-from training.corpus_sources import DOCBOOK_MANUALS, CorpusError
+from training.corpus.docbook import read_docbook_blocks
+from training.corpus.fetch import fetch_deb, unpack_deb
+from training.corpus.man import TRANSLATORS_HEADING, read_man_file, read_page
+from training.corpus.sources import DOCBOOK_MANUALS, CorpusError
 
 MIN_WORDS, MAX_WORDS = 4, 60
 MIN_CONFIDENCE = 0.9
@@ -143,24 +142,3 @@ def build_monolingual(
         encoding="utf-8",
     )
     return report
-
-
-def run_command(args: argparse.Namespace) -> int:
-    report = build_monolingual(args.corpus, args.out, args.cache, args.seed, args.sources)
-    print(json.dumps(report, indent=2))
-    return 0
-
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "build-monolingual",
-        help="collect German documentation text from Debian packages (for back-translation)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--corpus", type=Path, default=Path("data/en-de"), help="the parallel corpus (held-out pages)")
-    parser.add_argument("--out", type=Path, default=Path("data/mono-de"), help="output directory")
-    parser.add_argument("--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache")
-    parser.add_argument("--sources", type=lambda s: s.split(","), default=None, help="comma-separated subset")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the shuffle")
-    parser.set_defaults(func=run_command)

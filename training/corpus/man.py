@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from core.sentences import split_sentences
-from training.corpus_sources import Pair
+from training.corpus.sources import Pair
 
 # Requests that end the current block. Anything else that is not a font macro or a link macro is ignored.
 BREAKS = frozenset(
