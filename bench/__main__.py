@@ -24,8 +24,7 @@ COMMANDS = {
     "overload": "bench.overload",
     "soak": "bench.soak",
     # decoding options and quality
-    "length-penalty": "bench.length_penalty",
-    "repeats": "bench.repeats",
+    "option-sweep": "bench.option_sweep",
     "literals": "bench.literals",
     "markup": "bench.markup",
     "langid": "bench.langid",

@@ -21,7 +21,6 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, report_dir, report_path
+from bench.loadtools import ROOT, command_line, report_dir, report_path
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
     meta = {
-        "command": "python -m bench gpu " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command_line("gpu", argv),
         "onnxruntime": ort.__version__,
         "python": platform.python_version(),
         "gpu": _gpu_name(),

@@ -242,6 +242,12 @@ def alternated(
     return hyps, seconds
 
 
+def command_line(benchmark: str, argv: list[str] | None) -> str:
+    """The command that reproduces a run, for its report: ``python -m bench <benchmark> <arguments>``."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python -m bench", benchmark, *args])
+
+
 def report_path(out: Path | str, ext: str) -> Path:
     """``OUT`` + ``ext``: a report's stem may hold dots ("bench-load-0.4.0"), which ``with_suffix`` would cut.
 

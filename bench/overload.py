@@ -41,6 +41,7 @@ import httpx
 
 from bench.loadtools import (
     access_log_latencies,
+    command_line,
     default_bundle,
     machine,
     percentile,
@@ -406,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
-    info: dict[str, Any] = {"machine": machine(), "command": " ".join(["python", *sys.argv])}
+    info: dict[str, Any] = {"machine": machine(), "command": command_line("overload", argv)}
     if args.url:
         report = go(args.url)
         info["server"] = {"url": args.url}

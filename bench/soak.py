@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from bench.loadtools import (
+    command_line,
     default_bundle,
     machine,
     percentile,
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
-    info: dict[str, Any] = {"machine": machine(), "command": " ".join(["python", *sys.argv])}
+    info: dict[str, Any] = {"machine": machine(), "command": command_line("soak", argv)}
     if args.url:
         report = go(args.url, args.pid)
         info["server"] = {"url": args.url, "pid": args.pid}
