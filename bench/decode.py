@@ -13,7 +13,6 @@ sentences are drawn at random from the vocabulary's whole-word pieces. Results g
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 import onnxruntime as ort
 import torch
 
-from bench.loadtools import report_dir, report_path
+from bench.loadtools import report_dir, report_path, write_report
 from core.tokenizer import WORD_START
 from core.translation import DecodeOptions
 from inference.engine import Engine
@@ -171,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(markdown)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    report_path(out, ".md").write_text(markdown, encoding="utf-8")
-    report_path(out, ".json").write_text(
-        json.dumps({"setup": setup, "results": rows}, indent=2) + "\n", encoding="utf-8"
-    )
+    write_report(out, markdown, {"setup": setup, "results": rows})
     print(f"wrote {report_path(out, '.md')} and {report_path(out, '.json')}")
     return 0
 

@@ -18,7 +18,6 @@ Writes OUT.md and OUT.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import tempfile
@@ -28,7 +27,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, command_line, report_dir, report_path
+from bench.loadtools import ROOT, command_line, report_dir, report_path, write_report
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
@@ -137,8 +136,6 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    report_path(out, ".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n", encoding="utf-8")
     lines = [
         f"# Decoding on the GPU ({meta['gpu']})",
         "",
@@ -154,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['beam']} | {r['batch']} | {r['system']} | {r['tokens_per_s']:.0f} | {r['sentences_per_s']:.1f} | "
             f"{r['vs_cpu']:.2f}x | {r['identical_to_cuda_fp32']:.0%} |"
         )
-    report_path(out, ".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_report(out, "\n".join(lines) + "\n", {"meta": meta, "rows": rows})
     print(f"wrote {report_path(out, '.md')} and {report_path(out, '.json')}")
     return 0
 

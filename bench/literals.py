@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from bench.loadtools import ROOT, report_dir, report_path
+from bench.loadtools import ROOT, report_dir, write_report
 
 KINDS = {
     "url": r"https?://[^\s\"'<>()»«]+[^\s\"'<>().,;:!?»«]",
@@ -158,11 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(markdown)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    report_path(out, ".md").write_text(markdown, encoding="utf-8")
-    report = {"files": files, "results": results}
-    report_path(out, ".json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report(Path(args.out), markdown, {"files": files, "results": results})
     return 0
 
 

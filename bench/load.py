@@ -43,6 +43,7 @@ from bench.loadtools import (
     run_loop,
     server_process,
     thread_cpu_seconds,
+    write_report,
 )
 
 
@@ -458,8 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(markdown)
-    report_path(out, ".md").write_text(markdown, encoding="utf-8")
-    report_path(out, ".json").write_text(json.dumps({"setup": setup, "results": results}, indent=2) + "\n")
+    write_report(out, markdown, {"setup": setup, "results": results})
     return 0
 
 

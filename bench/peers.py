@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, report_dir, report_path
+from bench.loadtools import ROOT, report_dir, report_path, write_report
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
 OPTIONAL = ["ours-fp32-spin", "ours-int8-spin", "ours-int8c"]
@@ -452,8 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(markdown)
-    report_path(out, ".md").write_text(markdown, encoding="utf-8")
-    report_path(out, ".json").write_text(json.dumps({"setup": setup, "results": rows}, indent=2) + "\n")
+    write_report(out, markdown, {"setup": setup, "results": rows})
     print(f"wrote {report_path(out, '.md')}, {report_path(out, '.json')}" + (", and the plot" if has_plot else ""))
     return 0
 

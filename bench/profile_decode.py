@@ -33,7 +33,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, report_dir, report_path
+from bench.loadtools import ROOT, report_dir, write_report
 from core.translation import DecodeOptions
 from inference.beam_search import SearchOptions
 from inference.engine import Engine
@@ -268,21 +268,17 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(md)
     print(text)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    report_path(out, ".md").write_text(text, encoding="utf-8")
-    report_path(out, ".json").write_text(
-        json.dumps(
-            {
-                "setup": setup,
-                "phases_s": phases,
-                "graph_calls": calls,
-                "decoder_ops_us": dict(per_op),
-                "early_stop_s": {"off": seconds[False], "on": seconds[True], "identical": same},
-                "gemm": gemms,
-            },
-            indent=2,
-        )
-        + "\n"
+    write_report(
+        out,
+        text,
+        {
+            "setup": setup,
+            "phases_s": phases,
+            "graph_calls": calls,
+            "decoder_ops_us": dict(per_op),
+            "early_stop_s": {"off": seconds[False], "on": seconds[True], "identical": same},
+            "gemm": gemms,
+        },
     )
     return 0
 

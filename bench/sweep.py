@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import report_dir, report_path
+from bench.loadtools import report_dir, report_path, write_report
 
 RECIPE = "recipes/en-de-small.toml"
 # name -> --set overrides on top of the recipe
@@ -171,8 +171,7 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         lines += ["", f"![train loss]({report_path(out, '.png').name})"]
     table = "\n".join(lines)
     print(table)
-    report_path(out, ".json").write_text(json.dumps({"minutes": args.minutes, "results": results}, indent=2) + "\n")
-    report_path(out, ".md").write_text(table + "\n")
+    write_report(out, table + "\n", {"minutes": args.minutes, "results": results})
 
 
 if __name__ == "__main__":
