@@ -14,8 +14,6 @@ import json
 import math
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Coroutine, Iterator
@@ -25,6 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+
+from testkit.server import ProcessServer, process_server
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -58,27 +58,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-
 @contextmanager
 def server_process(
     bundle: Path,
@@ -88,41 +67,14 @@ def server_process(
     flags: list[str] | None = None,
     env: dict[str, str] | None = None,
     ready_timeout_s: float = 120.0,
-) -> Iterator[Server]:
-    """``python -m service --bundle BUNDLE`` on 127.0.0.1 (``fake``: the tests' fake engine), until ready."""
-    port = free_port()
-    module = "testkit.fake_server" if fake else "service"
-    command = [sys.executable, "-m", module, "--bundle", str(bundle), "--host", "127.0.0.1", "--port", str(port)]
-    command += flags or []
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("MT_")}
-    environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
-    server = Server(f"http://127.0.0.1:{port}", process, log_path)
-    try:
-        deadline = time.monotonic() + ready_timeout_s
-        with httpx.Client(base_url=server.url, timeout=2) as client:
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the server exited with {process.returncode}:\n{server.log()[-4000:]}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the server was not ready within {ready_timeout_s:g} s")
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
+) -> Iterator[ProcessServer]:
+    """``python -m service --bundle BUNDLE [flags]`` through the tests' harness (testkit.server), until
+    ``/readyz``; stopped by SIGTERM at the end, as a deployment would stop it."""
+    args = ["--bundle", str(bundle), *(flags or [])]
+    with process_server(
+        args, log_path, fake=fake, env=env, ready=True, timeout_s=ready_timeout_s, graceful=True
+    ) as server:
         yield server
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
 
 
 def process_stats(pid: int) -> dict[str, int]:

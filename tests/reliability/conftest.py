@@ -54,7 +54,7 @@ def real_server(real_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     log = tmp_path_factory.mktemp("reliability") / "real-server.log"
     args = ["--bundle", str(real_bundle), "--provider", "cpu", "--threads", "1", "--max-wait-ms", "5"]
     args += ["--max-texts", "3000", "--max-queue", "4096", "--request-timeout-s", "30"]
-    with process_server(args, log, fake=False, env={"MT_ADMIN_TOKEN": ADMIN_TOKEN, "MT_API_KEY": API_KEY}) as server:
+    with process_server(args, log, env={"MT_ADMIN_TOKEN": ADMIN_TOKEN, "MT_API_KEY": API_KEY}) as server:
         server.client.headers.update(KEY)
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         yield server

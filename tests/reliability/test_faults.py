@@ -137,7 +137,7 @@ def test_a_bad_bundle_at_reload_keeps_the_old_model_serving(
 def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the_log(tmp_path: Path) -> None:
     bundle = write_fake_bundle(tmp_path / "bundle", fail_word="POISON")
     args = ["--bundle", str(bundle), "--max-wait-ms", "300", "--max-batch-sentences", "64"]
-    with process_server(args, tmp_path / "server.log") as server:
+    with process_server(args, tmp_path / "server.log", fake=True) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")
         texts = ["one two", "three POISON four", "five six", "seven"]
 
@@ -175,7 +175,7 @@ def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path
     bundle = write_fake_bundle(tmp_path / "bundle", delay_s=1.0)
     args = ["--bundle", str(bundle), "--max-wait-ms", "0", "--max-batch-sentences", "4", "--request-timeout-s", "20"]
     texts = [f"word{i} other{i}" for i in range(24)]
-    with process_server(args, tmp_path / "server.log") as server:
+    with process_server(args, tmp_path / "server.log", fake=True) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")
 
         def metric(name: str) -> float:

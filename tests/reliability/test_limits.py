@@ -33,7 +33,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessServer]
     """The fake engine (one word, one piece; 1 s a batch) with every limit small, from the environment."""
     directory = tmp_path_factory.mktemp("limits")
     bundle = write_fake_bundle(directory / "bundle", delay_s=1.0)
-    with process_server(["--bundle", str(bundle)], directory / "server.log", env=LIMITS) as server:
+    with process_server(["--bundle", str(bundle)], directory / "server.log", fake=True, env=LIMITS) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")
         yield server
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +18,17 @@ from service.app import create_app
 from service.deps import ServiceState
 from service.loader import EngineLoader
 from service.settings import Settings
+from testkit.server import ProcessServer, free_port, process_server
+
+__all__ = [
+    "ProcessServer",
+    "ThreadServer",
+    "free_port",
+    "process_server",
+    "settings_for",
+    "thread_server",
+    "wait_until",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,54 +85,3 @@ def settings_for(bundle: Path, **overrides: object) -> Settings:
     """A test server's settings: short batching wait, then ``overrides`` (conftest clears MT_*)."""
     values: dict[str, object] = {"bundle": bundle, "max_wait_ms": 2.0, **overrides}
     return Settings.model_validate(values)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class ProcessServer:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    client: httpx.Client
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def signal(self, sig: signal.Signals) -> None:
-        self.process.send_signal(sig)
-
-
-@contextmanager
-def process_server(
-    args: list[str], log_path: Path, fake: bool = True, env: dict[str, str] | None = None
-) -> Iterator[ProcessServer]:
-    """``python -m service`` (or the fake-engine variant) on a free port; yields once it answers."""
-    port = free_port()
-    module = "testkit.fake_server" if fake else "service"
-    command = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port), *args]
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    client = httpx.Client(base_url=url, timeout=30)  # one client: creating one costs ~0.1 s
-    server = ProcessServer(url, process, log_path, client)
-    try:
-
-        def up() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"server exited with {process.returncode}:\n{server.log()}")
-            return client.get("/healthz", timeout=1).status_code == 200
-
-        wait_until(up, timeout=30, what="the server process to answer")
-        yield server
-    finally:
-        client.close()
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)

@@ -30,7 +30,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def process(bundle: Path) -> Iterator[ProcessServer]:
     args = ["--bundle", str(bundle), "--max-wait-ms", "0", "--request-timeout-s", "20"]
-    with process_server(args, bundle.parent / "server.log") as server:
+    with process_server(args, bundle.parent / "server.log", fake=True) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")
         yield server
 

@@ -43,7 +43,7 @@ def real(real_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     log = tmp_path_factory.mktemp("real") / "server.log"
     args = ["--bundle", str(real_bundle), "--max-wait-ms", "150", "--provider", "cpu"]
     env = {"MT_ADMIN_TOKEN": TOKEN, "MT_THREADS": "1"}
-    with process_server(args, log, fake=False, env=env) as server:
+    with process_server(args, log, env=env) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         yield server
 
@@ -183,7 +183,7 @@ def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
     args = ["--bundle", str(real_bundle), "--scheduler", "continuous", "--provider", "cpu", "--inflight-batches", "1"]
     rng = random.Random(3)
     texts = [" ".join(rng.choice(TEXTS).split() * rng.randint(1, 2)) for _ in range(48)]
-    with process_server(args, log, fake=False, env={"MT_THREADS": "1"}) as continuous:
+    with process_server(args, log, env={"MT_THREADS": "1"}) as continuous:
         wait_until(lambda: continuous.client.get("/readyz").status_code == 200, timeout=60, what="ready")
 
         def send(i: int) -> str:
@@ -211,7 +211,7 @@ def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate(
     export_bundle(tiny_checkpoint, reverse, name="tiny-de-en", version="1", source_language="de", target_language="en")
     alone = {t: translate(real, t)["translations"][0]["text"] for t in TEXTS}
     args = ["--bundles", f"{real_bundle},{reverse}", "--provider", "cpu"]
-    with process_server(args, tmp_path / "two.log", fake=False, env={"MT_ADMIN_TOKEN": TOKEN}) as two:
+    with process_server(args, tmp_path / "two.log", env={"MT_ADMIN_TOKEN": TOKEN}) as two:
         wait_until(lambda: two.client.get("/readyz").status_code == 200, timeout=60, what="both models ready")
         pairs = [(p["source_lang"], p["target_lang"], p["model"]) for p in two.client.get("/languages").json()["pairs"]]
         assert pairs == [("en", "de", "tiny-reverse"), ("de", "en", "tiny-de-en")]

@@ -71,7 +71,7 @@ def server(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     log = tmp_path_factory.mktemp("web") / "server.log"
     args = ["--bundle", str(tiny_bundle), "--provider", "cpu", "--max-wait-ms", "5"]
     env = {"MT_MAX_CHARS": str(MAX_CHARS), "MT_THREADS": "1"}
-    with process_server(args, log, fake=False, env=env) as running:
+    with process_server(args, log, env=env) as running:
         wait_until(lambda: running.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         yield running
 
@@ -325,7 +325,7 @@ def test_page_offers_the_language_pairs_served(browser: WebDriver, tmp_path: Pat
     model that answers."""
     en_de = write_fake_bundle(tmp_path / "en-de", name="fake-en-de", languages="en-de", prefix="de:")
     de_en = write_fake_bundle(tmp_path / "de-en", name="fake-de-en", languages="de-en", prefix="en:")
-    with process_server(["--bundles", f"{en_de},{de_en}"], tmp_path / "server.log") as two:
+    with process_server(["--bundles", f"{en_de},{de_en}"], tmp_path / "server.log", fake=True) as two:
         wait_until(lambda: two.client.get("/readyz").status_code == 200, what="ready")
         open_page(browser, two)
         select = Select(browser.find_element(By.ID, "pair"))

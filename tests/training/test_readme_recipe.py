@@ -71,7 +71,7 @@ def test_the_readme_training_recipe_runs_end_to_end_and_its_bleu_is_the_servers(
     pairs = [line.split("\t") for line in (tmp_path / "data/mine/test.tsv").read_text().splitlines()]
     assert len(pairs) == recipe["sentences"] > 0
     bundle = tmp_path / "models/mine"
-    with process_server([], tmp_path / "server.log", fake=False, env={"MT_BUNDLE": str(bundle)}) as server:
+    with process_server([], tmp_path / "server.log", env={"MT_BUNDLE": str(bundle)}) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="the bundle to load")
         hyps: list[str] = []
         for start in range(0, len(pairs), 32):
