@@ -25,14 +25,12 @@ import json
 import os
 import re
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, report_dir, report_path
+from bench.loadtools import report_dir, report_path
+from bench.variants import run_all, slug, train_command
 
-RECIPE = "recipes/en-de-small.toml"
 VARIANTS: dict[str, list[str]] = {
     "d256 3+3": [],
     "d256 6+6": ["model.encoder_layers=6", "model.decoder_layers=6"],
@@ -44,39 +42,13 @@ BASELINE = "d256 3+3"
 RATE = re.compile(r"step (\d+) .* (\d+) tgt tok/s")
 
 
-def slug(name: str) -> str:
-    return name.replace(" ", "_").replace("+", "-")
-
-
-def command(name: str, run_dir: Path, sets: list[str], common: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "training", "train", str(run_dir), "--preset", "small", "--config", RECIPE]
-    for s in [*common, *VARIANTS[name], *sets]:
-        cmd += ["--set", s]
-    return cmd
-
-
-def run_all(jobs: list[tuple[list[str], Path, dict[str, str]]], parallel: int) -> None:
-    pending = list(jobs)
-    running: list[subprocess.Popen[bytes]] = []
-    while pending or running:
-        while pending and len(running) < parallel:
-            cmd, log, env = pending.pop(0)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("wb") as out:
-                running.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
-        running[0].wait()
-        done = running.pop(0)
-        if done.returncode:
-            print(f"a run failed ({done.returncode}): {done.args}", file=sys.stderr)
-
-
 def cpu_cost(args: argparse.Namespace) -> None:
     root = Path(args.root) / "cpu"
     jobs = []
     for i, name in enumerate(VARIANTS):
         sets = [f"train.max_steps={args.steps}", "train.threads=2", "train.log_every=10"]
         sets += ["train.eval_every=100000000", "train.save_every=100000000"]
-        cmd = command(name, root / slug(name), sets, args.set)
+        cmd = train_command(root / slug(name), [*args.set, *VARIANTS[name], *sets])
         if args.parallel > 1:
             cores = f"{2 * i % (os.cpu_count() or 2)},{(2 * i + 1) % (os.cpu_count() or 2)}"
             cmd = ["taskset", "-c", cores, *cmd]
@@ -104,7 +76,11 @@ def train(args: argparse.Namespace) -> None:
         sets = [f"train.max_minutes={args.minutes}", f"train.eval_every={args.eval_every}", "train.amp=false"]
         sets += ["train.save_every=100000000", "train.threads=2", "train.log_every=250"]
         jobs.append(
-            (command(name, root / slug(name), sets, args.set), root / slug(name) / "sweep.log", dict(os.environ))
+            (
+                train_command(root / slug(name), [*args.set, *VARIANTS[name], *sets]),
+                root / slug(name) / "sweep.log",
+                dict(os.environ),
+            )
         )
     run_all(jobs, len(jobs))
 

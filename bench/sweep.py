@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import report_dir, report_path, write_report
+from bench.loadtools import ROOT, report_dir, report_path, write_report
+from bench.variants import RECIPE, run_all, slug, train_command
 
-RECIPE = "recipes/en-de-small.toml"
 # name -> --set overrides on top of the recipe
 VARIANTS: dict[str, list[str]] = {
     "post-ln lr0.8 w800": [],
@@ -30,11 +30,7 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def slug(name: str) -> str:
-    return name.replace(" ", "_").replace(".", "")
-
-
-def launch(name: str, root: Path, minutes: float, threads: int) -> subprocess.Popen[bytes]:
+def job(name: str, root: Path, minutes: float, threads: int) -> tuple[list[str], Path, None]:
     run_dir = root / slug(name)
     sets = [
         f"train.max_minutes={minutes}",
@@ -43,12 +39,7 @@ def launch(name: str, root: Path, minutes: float, threads: int) -> subprocess.Po
         "train.save_every=100000000",
         *VARIANTS[name],
     ]
-    cmd = [sys.executable, "-m", "training", "train", str(run_dir), "--preset", "small", "--config", RECIPE]
-    for s in sets:
-        cmd += ["--set", s]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    log = open(run_dir / "sweep.log", "wb")  # noqa: SIM115 - closed when the process ends
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    return train_command(run_dir, sets), run_dir / "sweep.log", None
 
 
 def score(run_dir: Path, sentences: int, threads: int) -> dict[str, Any]:
@@ -120,22 +111,29 @@ def main(argv: list[str] | None = None) -> int | None:
         return
     root = Path(args.root)
     names = args.only or list(VARIANTS)
-    for i in range(0, len(names), args.parallel):
-        group = names[i : i + args.parallel]
-        print(f"training {', '.join(group)} for {args.minutes} min ...", flush=True)
-        started = time.monotonic()
-        for p in [launch(n, root, args.minutes, args.threads) for n in group]:
-            if p.wait():
-                raise SystemExit(f"a sweep run failed: see {root}/*/sweep.log")
-        print(f"  done in {(time.monotonic() - started) / 60:.1f} min", flush=True)
+    print(f"training {len(names)} variants for {args.minutes} min each, {args.parallel} at a time ...", flush=True)
+    started = time.monotonic()
+    if any(run_all([job(n, root, args.minutes, args.threads) for n in names], args.parallel)):
+        raise SystemExit(f"a sweep run failed: see {root}/*/sweep.log")
+    print(f"  done in {(time.monotonic() - started) / 60:.1f} min", flush=True)
     results: dict[str, dict[str, Any]] = {}
     for i in range(0, len(names), args.parallel):
         group = names[i : i + args.parallel]
         procs = {
             n: subprocess.Popen(
-                [sys.executable, __file__, "--score-one", str(root / slug(n)), "--threads", str(args.threads)]
+                [
+                    sys.executable,
+                    "-m",
+                    "bench",
+                    "sweep",
+                    "--score-one",
+                    str(root / slug(n)),
+                    "--threads",
+                    str(args.threads),
+                ]
                 + ["--sentences", str(args.sentences)],
                 stdout=subprocess.PIPE,
+                cwd=ROOT,
             )
             for n in group
         }

@@ -11,7 +11,7 @@ from pathlib import Path
 from bench.__main__ import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = {"__init__", "__main__", "loadtools"}
+SHARED = {"__init__", "__main__", "loadtools", "variants"}
 
 
 def test_every_benchmark_module_is_a_command_with_a_main() -> None:
