@@ -200,6 +200,18 @@ def command_line(benchmark: str, argv: list[str] | None) -> str:
     return " ".join(["python -m bench", benchmark, *args])
 
 
+def conclude(report: dict[str, Any], problems: list[str], table: str, out: Path) -> int:
+    """The end of a pass/fail benchmark (overload, soak): the table, the JSON report with its problems, each
+    problem on stderr; the exit status says whether it passed."""
+    report["problems"] = problems
+    print(table)
+    write_json(out, report)
+    print(f"\nwrote {out}")
+    for problem in problems:
+        print(f"FAIL: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def report_path(out: Path | str, ext: str) -> Path:
     """``OUT`` + ``ext``: a report's stem may hold dots ("bench-load-0.4.0"), which ``with_suffix`` would cut.
 

@@ -42,6 +42,7 @@ import httpx
 from bench.loadtools import (
     access_log_latencies,
     command_line,
+    conclude,
     default_bundle,
     machine,
     percentile,
@@ -51,7 +52,6 @@ from bench.loadtools import (
     scrape,
     server_process,
     texts,
-    write_json,
 )
 
 REFUSED = (429, 503)
@@ -421,13 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     report.update(info)
     report.update(wall_seconds=round(time.time() - started, 1))
     problems = check(report, args.max_refusal_p99)
-    report["problems"] = problems
-    print(table(report))
-    write_json(args.out, report)
-    print(f"\nwrote {args.out}")
-    for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return conclude(report, problems, table(report), args.out)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import httpx
 
 from bench.loadtools import (
     command_line,
+    conclude,
     default_bundle,
     machine,
     percentile,
@@ -41,7 +42,6 @@ from bench.loadtools import (
     run_loop,
     server_process,
     texts,
-    write_json,
 )
 
 MAX_RSS_GROWTH = 0.05
@@ -248,13 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             info["server"] = {"bundle": str(bundle), "flags": flags}
     report.update(info)
     problems = check(report, args.translations)
-    report["problems"] = problems
-    print(table(report))
-    write_json(args.out, report)
-    print(f"\nwrote {args.out}")
-    for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return conclude(report, problems, table(report), args.out)
 
 
 if __name__ == "__main__":
