@@ -10,7 +10,7 @@
 # `runtime`. The default is a CUDA 13 + cuDNN 9 runtime (what onnxruntime-gpu's CUDA provider needs);
 # a base without python3 gets the distribution's python3 (Ubuntu 24.04: 3.12). With a python:* image,
 # its own Python is used. The serving image never contains torch: it installs `pip install .`, the
-# serving dependencies only, exactly like `make install-serve` (tests/test_container_files.py checks).
+# serving dependencies only, exactly like `make install-serve` (tests/deploy/test_container_files.py checks).
 ARG BASE=nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04
 
 # ---------------------------------------------------------------------------------------------------

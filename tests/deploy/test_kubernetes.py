@@ -22,7 +22,7 @@ import yaml
 
 from service.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "deploy/kubernetes"
 VARIANTS = ["base", "overlays/gpu", "overlays/models-volume"]
 KUBERNETES_VERSION = "1.32.0"

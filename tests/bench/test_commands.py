@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.__main__ import COMMANDS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED = {"__init__", "__main__", "loadtools", "variants"}
 
 
