@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 from core.markdown import parse_markdown
-from core.markup import render
+from tests.core.reorder import reordered
 
 DOCUMENT = """---
 title: Saving
@@ -39,17 +39,7 @@ Visit https://example.org/path_x for snake_case_word details.
 
 
 def translate(text: str, reverse: bool) -> str:
-    document = parse_markdown(text)
-    out = []
-    for part in document.parts:
-        if isinstance(part, str):
-            out.append(part)
-            continue
-        segment = document.segments[part]
-        words = segment.text.split()
-        order = list(range(len(words)))[:: -1 if reverse else 1]
-        out.append(render(segment, " ".join(words[i] for i in order), list(enumerate(order))))
-    return "".join(out)
+    return reordered(parse_markdown(text), "reverse" if reverse else "same")
 
 
 def test_unchanged_words_give_the_document_back() -> None:

@@ -10,7 +10,6 @@ inline element must enclose exactly the words it enclosed in the input.
 from __future__ import annotations
 
 import html
-import random
 from collections import Counter
 from html.parser import HTMLParser
 
@@ -19,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.markup import INLINE, MAX_DEPTH, VOID, MarkupError, parse_html, render
+from tests.core.reorder import reordered
 
 INLINE_TAGS = [
     "<b>",
@@ -96,23 +96,7 @@ def documents(draw: st.DrawFn) -> str:
 
 def translate(markup: str, order: str, seed: int = 0) -> str:
     """Every segment's words reordered (reversed or shuffled), with exact word links, then rendered back."""
-    document = parse_html(markup)
-    rng = random.Random(seed)
-    out = []
-    for part in document.parts:
-        if isinstance(part, str):
-            out.append(part)
-            continue
-        segment = document.segments[part]
-        words = segment.text.split()
-        positions = list(range(len(words)))
-        if order == "reverse":
-            positions.reverse()
-        elif order == "shuffle":
-            rng.shuffle(positions)
-        target = " ".join(words[i] for i in positions)
-        out.append(render(segment, target, [(t, s) for t, s in enumerate(positions)]))
-    return "".join(out)
+    return reordered(parse_html(markup), order, seed)
 
 
 @settings(max_examples=150, deadline=None)
