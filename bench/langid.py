@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.loadtools import report_dir, report_path, write_report
+from bench.loadtools import ROOT, report_dir, report_path, write_report
 
 SERVED = ("en", "de")
 GROUPS = (("1-3 words", 1, 3), ("4-9 words", 4, 9), ("10+ words", 10, 10**9))
@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in DETECTORS:
         for mode in ("open", "en/de"):
             done = subprocess.run(
-                [sys.executable, __file__, "--one", name, mode, "--inputs", *inputs],
+                [sys.executable, "-m", "bench", "langid", "--one", name, mode, "--inputs", *inputs],
+                cwd=ROOT,
                 capture_output=True,
                 text=True,
                 env={"OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.loadtools import report_dir, report_path, write_report
+from bench.loadtools import ROOT, report_dir, report_path, write_report
 
 SENTENCES = [
     "The file could not be saved because the disk is full.",
@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     for what in [*args.bundles, "detector"]:
-        done = subprocess.run([sys.executable, __file__, "--one", what], capture_output=True, text=True, check=True)
+        command = [sys.executable, "-m", "bench", "model-memory", "--one", what]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     lines = [
         "| what | files MiB | process before MiB | + loaded and warmed up | + after serving 64 sentences |",

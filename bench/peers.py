@@ -155,8 +155,19 @@ def worker_main(system: str, work: Path, threads: int) -> None:
 class WorkerProcess:
     def __init__(self, system: str, work: Path, threads: int):
         self.system = system
-        cmd = [sys.executable, __file__, "--worker", system, "--work", str(work), "--threads", str(threads)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench",
+            "peers",
+            "--worker",
+            system,
+            "--work",
+            str(work),
+            "--threads",
+            str(threads),
+        ]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         self._read()
 
     def _read(self) -> dict[str, Any]:

@@ -51,3 +51,6 @@ def test_benchmarks_import_neither_the_tests_nor_patch_the_import_path() -> None
         ]
         # engine_ab loads the engine of another code tree on purpose: that is its measurement
         assert not patches or path.name == "engine_ab.py", f"{path.name} patches sys.path"
+        # a benchmark that runs itself in a subprocess does so as `python -m bench ...`: a file path would
+        # start Python without the repository on its path
+        assert "sys.executable, __file__" not in path.read_text(encoding="utf-8"), path.name
