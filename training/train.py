@@ -413,8 +413,12 @@ class Trainer:
         window_loss: float,
     ) -> None:
         cfg, t = self.cfg, self.cfg.train
-        while self.pos.step < t.max_steps and not self._agree(self.stop_requested):
-            if self._agree(bool(t.max_minutes) and time.monotonic() - started > t.max_minutes * 60):
+        while self.pos.step < t.max_steps:
+            out_of_time = bool(t.max_minutes) and time.monotonic() - started > t.max_minutes * 60
+            stop, out_of_time = self._agree(self.stop_requested, out_of_time)  # one vote per step
+            if stop:
+                break
+            if out_of_time:
                 self.pos.elapsed = time.monotonic() - started  # saved: a resumed run knows its budget is spent
                 self.budget_spent = True
                 log.info(
@@ -483,19 +487,19 @@ class Trainer:
                 self._trace({"step": self.pos.step, "batches": taken})
             best = False
             if self.pos.step % t.eval_every == 0:
-                best = self._agree(self._evaluate(record))  # rank 0 evaluates; all save together
+                (best,) = self._agree(self._evaluate(record))  # rank 0 evaluates; all save together
             self.pos.history.append(record)
             if self.pos.step % t.save_every == 0 or best:
                 self.save(best)
 
-    def _agree(self, flag: bool) -> bool:
-        """True on every rank when it is true on any: ranks stop (budget, signal) and save at the same step, or
-        one would wait for the others' gradients forever."""
+    def _agree(self, *flags: bool) -> tuple[bool, ...]:
+        """Each flag true on every rank when it is true on any, in one all-reduce: ranks stop (budget, signal) and
+        save at the same step, or one would wait for the others' gradients forever."""
         if self.world == 1:
-            return flag
-        vote = torch.tensor([int(flag)], device=self.device)
+            return flags
+        vote = torch.tensor([int(flag) for flag in flags], device=self.device)
         dist.all_reduce(vote, op=dist.ReduceOp.MAX)
-        return bool(vote.item())
+        return tuple(bool(v) for v in vote.tolist())
 
     def _trace(self, record: dict[str, Any]) -> None:
         assert self.trace is not None
