@@ -1,14 +1,16 @@
 """Back-translation (Sennrich et al. 2016): synthetic source sentences for real target-language text.
 
-    python -m training back-translate models/de-en data/mono-de/de.txt --out data/bt/en-de.tsv [--noise]
+    python -m training back-translate models/de-en data/mono-de/de.txt --out data/bt/en-de.tsv [--noise | --sample]
 
 Each line of the input (German) is translated by a reverse bundle (German->English) through the server's
-engine, beam search with the server's defaults, and written as ``synthetic English<TAB>real German``: a
+engine, beam search with the server's defaults (or, with ``--sample``, one draw from the model's
+distribution: inference/sampling.py), and written as ``synthetic English<TAB>real German``: a
 parallel TSV for training the forward model, kept in its own file so that synthetic pairs stay marked: a run
 mixes them in by training on the concatenation (``cat data/en-de/train.tsv data/bt/en-de.tsv``) or leaves
 them out. ``--noise`` applies the noise of Edunov et al. (2018)
 to the synthetic side (each word deleted with p=0.1, replaced by a filler with p=0.1, words moved by at most 3
-positions), which they found to help more than plain beam output when there is much synthetic data.
+positions), which they found to help more than plain beam output when there is much synthetic data, as did unrestricted
+sampling (``--sample``; ``--top-k 10`` restricts it to the 10 likeliest tokens).
 
 The work is written as it goes, in input order; a run that stops (Ctrl-C, the end of a session) resumes where
 the output file ends when started again with the same arguments.
@@ -50,13 +52,21 @@ def back_translate(
     batch: int = 32,
     threads: int = 0,
     noise: bool = False,
+    sample: bool = False,
+    top_k: int = 0,
     seed: int = 1,
     limit: int = 0,
 ) -> int:
     """Translate ``source`` (one sentence a line) with ``bundle`` into ``out``; returns the lines written."""
+    if noise and sample:
+        raise SystemExit("--noise and --sample are two kinds of back-translation: choose one")
+    if top_k and not sample:
+        raise SystemExit("--top-k restricts --sample: give both, or neither")
+    import numpy as np
     from tqdm import tqdm
 
-    from inference.engine import Engine
+    from inference.engine import DeviceState, Engine
+    from inference.sampling import sample as draw
 
     lines = [line.rstrip("\n") for line in source.open(encoding="utf-8")]
     lines = [line.replace("\t", " ") for line in lines if line.strip()]
@@ -70,6 +80,29 @@ def back_translate(
         beam_size=beam, length_penalty=DEFAULT_LENGTH_PENALTY, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE
     )
     rng = random.Random(f"{seed}:{done}")
+    generator = np.random.default_rng([seed, done])
+
+    def decode(sources: list[list[int]]) -> list[str]:
+        if not sample:
+            return [t.hypotheses[0].text if t.hypotheses else "" for t in engine.translate_ids(sources, options)]
+        cut = [ids[: engine.max_source_pieces] for ids in sources]
+        nonempty = [i for i, ids in enumerate(cut) if ids]
+        samples = draw(
+            DeviceState(engine),
+            [cut[i] for i in nonempty],
+            [engine.search_options(options, len(cut[i])).max_len for i in nonempty],
+            vocab_size=engine.vocab_size,
+            bos_id=engine.bos_id,
+            eos_id=engine.eos_id,
+            rng=generator,
+            top_k=top_k,
+        )
+        texts = [""] * len(sources)
+        for i, drawn in zip(nonempty, samples, strict=True):
+            tokens = drawn.tokens[:-1] if drawn.tokens and drawn.tokens[-1] == engine.eos_id else drawn.tokens
+            texts[i] = engine.tokenizer.decode(tokens)
+        return texts
+
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with (
@@ -83,8 +116,8 @@ def back_translate(
             texts: list[str] = [""] * len(chunk)
             for first in range(0, len(order), batch):
                 part = order[first : first + batch]
-                for i, translation in zip(part, engine.translate_ids([ids[i] for i in part], options), strict=True):
-                    texts[i] = translation.hypotheses[0].text if translation.hypotheses else ""
+                for i, text in zip(part, decode([ids[i] for i in part]), strict=True):
+                    texts[i] = text
                 progress.update(len(part))
             for synthetic, real in zip(texts, chunk, strict=True):
                 synthetic = " ".join(synthetic.replace("\t", " ").split())
@@ -104,6 +137,8 @@ def run_command(args: argparse.Namespace) -> int:
         batch=args.batch,
         threads=args.threads,
         noise=args.noise,
+        sample=args.sample,
+        top_k=args.top_k,
         seed=args.seed,
         limit=args.limit,
     )
@@ -124,6 +159,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--batch", type=int, default=32, help="sentences decoded together")
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: onnxruntime decides)")
     parser.add_argument("--noise", action="store_true", help="noise the synthetic side (Edunov et al. 2018)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the noise")
+    parser.add_argument(
+        "--sample", action="store_true", help="draw each translation from the model instead of beam search"
+    )
+    parser.add_argument("--top-k", type=int, default=0, help="with --sample: draw from the k likeliest tokens (0: all)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the noise and of the samples")
     parser.add_argument("--limit", type=int, default=0, help="only the first N lines")
     parser.set_defaults(func=run_command)
