@@ -18,6 +18,8 @@ from training.corpus.sources import CorpusError, Pair
 # --- gettext catalogs -----------------------------------------------------------------
 
 GERMAN_LOCALES = frozenset({"de", "de_DE", "de-DE"})
+TRANSLATOR_CREDITS = frozenset({"NAME OF TRANSLATORS", "EMAIL OF TRANSLATORS"})
+"""KDE catalogs' contexts of "Your names" / "Your emails", whose German side is the translators' names."""
 
 
 def is_german_catalog(path: Path) -> bool:
@@ -58,7 +60,7 @@ def iter_catalog_pairs(path: Path) -> Iterator[tuple[str, str]]:
     entries come out with an empty German side and are dropped (and counted) by cleaning.
     """
     for entry in read_catalog(path):
-        if not entry.msgid or entry.obsolete or "fuzzy" in entry.flags:
+        if not entry.msgid or entry.obsolete or "fuzzy" in entry.flags or entry.msgctxt in TRANSLATOR_CREDITS:
             continue
         if entry.msgid_plural:
             forms = entry.msgstr_plural

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 import lxml.html
 from lxml import etree
@@ -34,6 +35,7 @@ NAVIGATION = (
     "sphinxsidebar",
     "footer",
     "headerlink",  # Sphinx (Developer's Reference): navigation bars, sidebar, footer, the "¶" permalinks
+    "navCenter",  # KDE's stylesheets: the navigation tables over and under every page
 )
 # "5.3. ", "Figure 16.253. ", "Abbildung 16.253. ", "Part II. ", "Anhang D. ": a label word, then the number.
 _NUMBER = re.compile(r"^(?:[^\W\d_]+\s+)?((?:\d+|[IVXLC]+|[A-Z])(?:\.\d+)*)\.\s+")
@@ -42,16 +44,25 @@ UNTRANSLATED_SHARE = 0.5
 """A German block whose words are more than this share English words of its source was left untranslated."""
 
 
-def read_docbook_blocks(path: Path) -> list[tuple[str, str]]:
+class Page(NamedTuple):
+    """A page that is not a file of its own (KDE handbooks keep theirs in one cache file)."""
+
+    name: str
+    html: bytes
+
+
+def read_docbook_blocks(page: Path | Page) -> list[tuple[str, str]]:
     """(tag, text) of the leaf blocks of an HTML page rendered from DocBook, in document order."""
+    name = str(page) if isinstance(page, Path) else page.name
     try:
-        doc = lxml.html.fromstring(path.read_bytes(), parser=lxml.html.HTMLParser(encoding="utf-8"))
+        data = page.read_bytes() if isinstance(page, Path) else page.html
+        doc = lxml.html.fromstring(data, parser=lxml.html.HTMLParser(encoding="utf-8"))
     except (OSError, etree.ParserError) as exc:
-        raise CorpusError(f"cannot parse manual page {path}: {exc}") from exc
+        raise CorpusError(f"cannot parse manual page {name}: {exc}") from exc
     for element in list(doc.iter(*SKIPPED)):
         element.drop_tree()
-    for name in NAVIGATION:
-        for element in doc.find_class(name):
+    for class_name in NAVIGATION:
+        for element in doc.find_class(class_name):
             element.drop_tree()
     blocks = []
     for element in doc.iter(*BLOCKS):
@@ -147,7 +158,9 @@ def pages_by_suffix(en_root: Path, de_root: Path) -> list[tuple[str, Path, Path]
     return pages
 
 
-def extract_docbook_pairs(source: str, pages: list[tuple[str, Path, Path]], notes: list[str]) -> list[Pair]:
+def extract_docbook_pairs(
+    source: str, pages: list[tuple[str, Path, Path]] | list[tuple[str, Page, Page]], notes: list[str]
+) -> list[Pair]:
     """Pairs of every (unit, English page, German page); one unit per page. ``notes`` gets what was skipped."""
     pairs: list[Pair] = []
     unaligned: list[str] = []

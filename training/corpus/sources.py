@@ -40,6 +40,7 @@ GROUP_UI = "software-ui"
 GROUP_CLI = "command-line"
 GROUP_DOCS = "manuals"
 GROUP_DEBIAN_DOCS = "debian-docs"  # training only: no held-out target, test.manuals.tsv stays comparable
+GROUP_KDE = "kde"  # training only, like debian-docs
 GROUP_EVAL = "eval"
 
 
@@ -48,7 +49,7 @@ class SourceSpec:
     """Where a source comes from, how it aligns and under which license it is shipped."""
 
     name: str
-    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages" | "docbook-html"
+    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages" | "docbook-html" | "kde-handbook"
     group: str
     license: str
     debs: tuple[str, ...] = ()
@@ -117,6 +118,31 @@ MAN_PAGE_PACKAGES = (
     "systemd-sysv", "systemd-timesyncd", "systemd-userdbd", "talkd", "tar", "texinfo", "thinkfan", "udev",
     "usbutils", "util-linux", "util-linux-extra", "uuid-runtime", "vlock", "vorbis-tools", "wdiff", "wodim",
     "x11-apps", "x11-xserver-utils", "zstd",
+)  # fmt: skip
+
+# Debian 12 packages holding a KDE handbook in German (usr/share/doc/HTML/de/*/index.docbook in the
+# Contents-amd64 and Contents-all indexes), with the English one and the applications' message catalogs.
+KDE_PACKAGES = (
+    "akonadi-import-wizard", "akregator", "ark", "artikulate", "blinken", "bomber", "bovo", "cantor", "cervisia",
+    "choqok", "dolphin", "dragonplayer", "elisa", "filelight", "granatier", "gwenview", "juk", "k3b-i18n",
+    "kaddressbook", "kajongg", "kalarm", "kalgebra-common", "kalzium-data", "kamera", "kamoso", "kanagram",
+    "kapman", "kapptemplate", "kate5-data", "katomic", "kbackup", "kbibtex-data", "kblackbox", "kblocks", "kbounce",
+    "kbreakout", "kbruch", "kcachegrind", "kcalc", "kcharselect", "kde-cli-tools-data", "kde-config-cddb",
+    "kde-config-cron", "kde-spectacle", "kdeconnect", "kdenlive-data", "kdepim-runtime", "kdepim-themeeditors",
+    "kdesvn", "kdf", "kdiamond", "kdiff3-doc", "keditbookmarks", "kexi-data", "kfind", "kfloppy", "kfourinline",
+    "kgamma5", "kgeography-data", "kget", "kgoldrunner", "kgpg", "khangman", "khelpcenter", "khotkeys-data", "kid3",
+    "kig", "kigo", "kile-doc", "killbots", "kimagemapeditor", "kinfocenter", "kio", "kio-audiocd",
+    "kio-extras-data", "kio-gdrive", "kio-gopher", "kiriki", "kiten", "kjumpingcube", "kleopatra", "klettres-data",
+    "klickety", "klines", "kmag", "kmahjongg", "kmail", "kmenuedit", "kmines", "kmix", "kmousetool", "kmouth",
+    "kmplot", "kmymoney-common", "knavalbattle", "knetwalk", "knights", "knotes", "kolf", "kollision",
+    "kolourpaint", "kompare", "konqueror", "konquest", "konsole", "konsolekalendar", "kontact", "konversation-data",
+    "korganizer", "kpat", "kphotoalbum", "krdc", "kreversi", "krfb", "kronometer", "kruler", "krusader", "kshisen",
+    "ksirk", "ksnakeduel", "kspaceduel", "ksquares", "ksudoku", "ksystemlog", "kteatime", "ktimer", "ktimetracker",
+    "ktorrent-data", "ktouch-data", "ktuberling-data", "kturtle", "kubrick", "kwalletmanager", "kwave", "kwin-data",
+    "kwordquiz", "kwrite", "libkf5kdelibs4support-data", "lokalize", "lskat-data", "marble-data", "minuet-data",
+    "okteta", "okular", "palapeli-data", "parley-data", "partitionmanager", "picmi", "pim-data-exporter",
+    "pim-sieve-editor", "plasma-desktop-data", "plasma-pa", "plasma-workspace-data", "powerdevil-data", "rocs",
+    "rsibreak", "skanlite", "skrooge-common", "step", "sweeper", "systemsettings", "tellico-doc", "umbrello-data"
 )  # fmt: skip
 
 BIBLE_LICENSE = (
@@ -276,6 +302,27 @@ def _build_registry() -> dict[str, SourceSpec]:
                 name, "docbook-html", GROUP_DEBIAN_DOCS, license_, debs=debs, description=description, default=False
             )
         )
+    kde_license = "GPL-2.0-or-later / LGPL / GFDL-1.2 (KDE applications and their documentation; see each package)"
+    specs += [  # opt-in (--sources all,kde) until a default model is trained on them
+        SourceSpec(
+            "kde-docs",
+            "kde-handbook",
+            GROUP_KDE,
+            kde_license,
+            debs=KDE_PACKAGES,
+            description="KDE application handbooks (Debian 12): rendered pages aligned block by block",
+            default=False,
+        ),
+        SourceSpec(
+            "kde-ui",
+            "gettext",
+            GROUP_KDE,
+            kde_license,
+            debs=KDE_PACKAGES,
+            description="KDE applications' message catalogs (the packages of kde-docs)",
+            default=False,
+        ),
+    ]
     specs.append(
         SourceSpec(
             "gnome-user-docs",
@@ -302,4 +349,5 @@ SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "command-line": ("cli-messages", "manpages"),
     "manuals": ("gimp-help", "debian-reference", "debian-edu-doc"),
     "debian-docs": tuple(DEBIAN_DOCS),
+    "kde": ("kde-docs", "kde-ui"),
 }

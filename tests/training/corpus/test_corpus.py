@@ -221,11 +221,12 @@ def catalog_entries() -> list[polib.POEntry]:
         fuzzy,
         obsolete,
         plural,
+        polib.POEntry(msgid="Your names", msgstr="Burkhard Lück", msgctxt="NAME OF TRANSLATORS"),  # KDE's credits
     ]
 
 
 @pytest.mark.parametrize("suffix", [".po", ".mo"])
-def test_catalog_pairs_skip_fuzzy_and_obsolete_and_split_plurals(tmp_path: Path, suffix: str) -> None:
+def test_catalog_pairs_skip_fuzzy_obsolete_and_credits_and_split_plurals(tmp_path: Path, suffix: str) -> None:
     path = write_catalog(tmp_path / f"de/LC_MESSAGES/app{suffix}", catalog_entries())
 
     pairs = sorted(iter_catalog_pairs(path))
