@@ -61,6 +61,12 @@ class DataConfig:
     each placeholder replaced by a random number, file name, URL, ... the same on both sides, so the model
     learns to copy literals (training/literals.py). 0: off."""
     pad_multiple: int = 8  # pad batch widths to a multiple of this: few distinct shapes for oneDNN (and GPU kernels)
+    synthetic: str = ""
+    """Back-translated pairs (``python -m training back-translate``) trained on beside ``train``; "" = none.
+    Kept in a file of their own so that a run can tag them."""
+    tag_synthetic: bool = False
+    """Start every synthetic source with the BOS id, a token no real source holds (Caswell et al. 2019, "Tagged
+    Back-Translation"): the model can tell synthetic sources from real ones. Translation never adds it."""
 
 
 @dataclass
@@ -102,6 +108,8 @@ class Config:
         self.model.validate()
         if self.data.pad_multiple < 1:
             raise ConfigError(f"data.pad_multiple must be at least 1, got {self.data.pad_multiple}")
+        if self.data.tag_synthetic and not self.data.synthetic:
+            raise ConfigError("data.tag_synthetic tags the pairs of data.synthetic: name that file too")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Config:

@@ -178,6 +178,14 @@ class Trainer:
         if filled:
             log.info("placeholder_fills=%d: %d filled copies added", cfg.data.placeholder_fills, len(filled))
         self.train, dropped = encode_pairs(self.tokenizer, pairs + filled, limit, target_limit)
+        if cfg.data.synthetic:
+            tag = [sp.bos_id] if cfg.data.tag_synthetic else []
+            synthetic = read_pairs(cfg.data.synthetic)
+            synthetic += filled_copies(synthetic, cfg.data.placeholder_fills, cfg.train.seed + 1)
+            encoded, too_long = encode_pairs(self.tokenizer, synthetic, limit - len(tag), target_limit)
+            self.train += [(tag + src, tgt) for src, tgt in encoded]
+            dropped += too_long
+            log.info("synthetic: %d pairs from %s%s", len(encoded), cfg.data.synthetic, " (tagged)" if tag else "")
         if not self.train:
             raise ValueError(f"{cfg.data.train}: no pair fits the length limits; nothing to train on")
         dev_pairs = read_pairs(cfg.data.dev)

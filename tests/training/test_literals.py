@@ -95,3 +95,27 @@ def test_training_adds_the_filled_copies(synthetic_corpus, tiny_vocab, tmp_path)
         trainer.load_data()
         counts[fills] = len(trainer.train)
     assert counts[3] == counts[0] + 3 * 2
+
+
+def test_synthetic_pairs_train_beside_the_real_ones_and_only_they_carry_the_tag(  # type: ignore[no-untyped-def]
+    synthetic_corpus, tiny_vocab, tmp_path
+) -> None:
+    from testkit.tiny import tiny_config
+    from training.train import Trainer
+
+    bt = tmp_path / "bt.tsv"
+    bt.write_text("red blue\tblau rot\ngold\tgold\n", encoding="utf-8")
+    sizes, tagged = {}, {}
+    for tag in (None, False, True):
+        cfg = tiny_config(synthetic_corpus[0], synthetic_corpus[1], tiny_vocab)
+        if tag is not None:
+            cfg.data.synthetic, cfg.data.tag_synthetic = str(bt), tag
+        trainer = Trainer(cfg, tmp_path / f"run-{tag}")
+        trainer.load_data()
+        bos = trainer.tokenizer.specials.bos_id
+        sizes[tag] = len(trainer.train)
+        tagged[tag] = [src[1:] for src, _ in trainer.train if src[0] == bos]
+        assert all(bos not in src[1:] for src, _ in trainer.train) and all(bos not in src for src, _ in trainer.dev)
+    assert sizes[False] == sizes[True] == sizes[None] + 2
+    assert tagged[None] == tagged[False] == []
+    assert tagged[True] == [trainer.tokenizer.encode_source("red blue"), trainer.tokenizer.encode_source("gold")]

@@ -88,6 +88,8 @@ def test_bad_config_is_refused_with_the_offending_value() -> None:
         load_config("tiny", overrides=["train.lrr=1"])
     with pytest.raises(ConfigError, match="data.pad_multiple must be at least 1, got 0"):
         load_config("tiny", overrides=["data.pad_multiple=0"])
+    with pytest.raises(ConfigError, match="name that file too"):
+        load_config("tiny", overrides=["data.tag_synthetic=true"])
     with pytest.raises(ConfigError, match="section.key=value"):
         parse_override("lr=1")
 
