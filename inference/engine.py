@@ -34,6 +34,7 @@ from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
+from inference.sampling import sample
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +384,31 @@ class Engine:
     def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]:
         """One Translation per source (ids without EOS), in order; the batch is decoded together."""
         return self._translate([list(ids) for ids in batch], options)
+
+    def sample_ids(
+        self, batch: list[list[int]], options: DecodeOptions, rng: np.random.Generator, top_k: int = 0
+    ) -> list[str]:
+        """One text per source (ids without EOS) drawn from the model (inference/sampling.py) instead of searched;
+        sources are cut like translate's, ``options`` gives the length caps, and an empty source gives ""."""
+        cut = [list(ids[: self.max_source_pieces]) for ids in batch]
+        for i, ids in enumerate(cut):
+            self.check_ids(ids, i)
+        kept = [i for i, ids in enumerate(cut) if ids]
+        drawn = sample(
+            DeviceState(self),
+            [cut[i] for i in kept],
+            [self.search_options(options, len(cut[i])).max_len for i in kept],
+            vocab_size=self.vocab_size,
+            bos_id=self.bos_id,
+            eos_id=self.eos_id,
+            rng=rng,
+            top_k=top_k,
+        )
+        texts = [""] * len(batch)
+        for i, out in zip(kept, drawn, strict=True):
+            tokens = out.tokens[:-1] if out.tokens and out.tokens[-1] == self.eos_id else out.tokens
+            texts[i] = self.tokenizer.decode(tokens)
+        return texts
 
     def _translate(self, sources: list[str | list[int]], options: DecodeOptions) -> list[Translation]:
         running = self.running_set()

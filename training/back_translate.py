@@ -6,11 +6,12 @@ Each line of the input (German) is translated by a reverse bundle (German->Engli
 engine, beam search with the server's defaults (or, with ``--sample``, one draw from the model's
 distribution: inference/sampling.py), and written as ``synthetic English<TAB>real German``: a
 parallel TSV for training the forward model, kept in its own file so that synthetic pairs stay marked: a run
-mixes them in by training on the concatenation (``cat data/en-de/train.tsv data/bt/en-de.tsv``) or leaves
-them out. ``--noise`` applies the noise of Edunov et al. (2018)
-to the synthetic side (each word deleted with p=0.1, replaced by a filler with p=0.1, words moved by at most 3
-positions), which they found to help more than plain beam output when there is much synthetic data, as did unrestricted
-sampling (``--sample``; ``--top-k 10`` restricts it to the 10 likeliest tokens).
+mixes them in with ``--set data.synthetic=data/bt/en-de.tsv`` (``data.tag_synthetic`` tags them) or by
+training on the concatenation (``cat data/en-de/train.tsv data/bt/en-de.tsv``), or leaves them out.
+``--noise`` applies the noise of Edunov et al. (2018) to the synthetic side (each word deleted with p=0.1,
+replaced by a filler with p=0.1, words moved by at most 3 positions), which they found to help more than plain
+beam output when there is much synthetic data, as did unrestricted sampling (``--sample``; ``--top-k 10``
+restricts it to the 10 likeliest tokens).
 
 The work is written as it goes, in input order; a run that stops (Ctrl-C, the end of a session) resumes where
 the output file ends when started again with the same arguments.
@@ -65,8 +66,7 @@ def back_translate(
     import numpy as np
     from tqdm import tqdm
 
-    from inference.engine import DeviceState, Engine
-    from inference.sampling import sample as draw
+    from inference.engine import Engine
 
     lines = [line.rstrip("\n") for line in source.open(encoding="utf-8")]
     lines = [line.replace("\t", " ") for line in lines if line.strip()]
@@ -83,25 +83,9 @@ def back_translate(
     generator = np.random.default_rng([seed, done])
 
     def decode(sources: list[list[int]]) -> list[str]:
-        if not sample:
-            return [t.hypotheses[0].text if t.hypotheses else "" for t in engine.translate_ids(sources, options)]
-        cut = [ids[: engine.max_source_pieces] for ids in sources]
-        nonempty = [i for i, ids in enumerate(cut) if ids]
-        samples = draw(
-            DeviceState(engine),
-            [cut[i] for i in nonempty],
-            [engine.search_options(options, len(cut[i])).max_len for i in nonempty],
-            vocab_size=engine.vocab_size,
-            bos_id=engine.bos_id,
-            eos_id=engine.eos_id,
-            rng=generator,
-            top_k=top_k,
-        )
-        texts = [""] * len(sources)
-        for i, drawn in zip(nonempty, samples, strict=True):
-            tokens = drawn.tokens[:-1] if drawn.tokens and drawn.tokens[-1] == engine.eos_id else drawn.tokens
-            texts[i] = engine.tokenizer.decode(tokens)
-        return texts
+        if sample:
+            return engine.sample_ids(sources, options, generator, top_k)
+        return [t.hypotheses[0].text if t.hypotheses else "" for t in engine.translate_ids(sources, options)]
 
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
