@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Turn a finished training run of the default model into the shipped bundle and its measured scores.
 #   [PAIR=en-de] [MODEL_VERSION=0.2.0] [DATA=data/$PAIR] [SKIP_RESERVED=1] bash recipes/en-de-ship.sh [RUN_DIR] [LAST_N]
+#   CHECKPOINTS="a.pt b.pt ..." bash recipes/en-de-ship.sh OUT_DIR   averages exactly those checkpoints (several runs
+#   from one start, as model 0.7.0) instead of the run's last N; OUT_DIR/ship gets the results.
 # PAIR=de-en ships the German->English model the same way (from data/de-en, `training reverse-corpus`), to
 # models/de-en with the name de-en-small.
 # Averages the last N checkpoints, exports fp32 and two int8 bundles (per-matrix and per-column weight
@@ -23,7 +25,12 @@ PY=${PY:-python}
 VERSION=${MODEL_VERSION:-0.2.0}  # what responses and /model report: bump it for every retrained model
 read -r -a INT8 <<< "${INT8_VARIANTS:-int8 int8c}"  # the int8 candidates; int8c alone saves a third of the time
 
-$PY -m training average --run-dir "$RUN" --last "$LAST" --out "$OUT/averaged.pt"
+if [ -n "${CHECKPOINTS:-}" ]; then
+  read -r -a CKPTS <<< "$CHECKPOINTS"
+  $PY -m training average --checkpoints "${CKPTS[@]}" --out "$OUT/averaged.pt"
+else
+  $PY -m training average --run-dir "$RUN" --last "$LAST" --out "$OUT/averaged.pt"
+fi
 quant_of() { case $1 in fp32) echo none ;; int8) echo int8 ;; int8c) echo int8-channel ;; esac; }
 for variant in fp32 "${INT8[@]}"; do
   # int8's log-probs drift by about 1 nat on real inputs: its BLEU below decides, not parity.

@@ -272,8 +272,8 @@ class Trainer:
                 torch.manual_seed(self.cfg.train.seed + self.rank + self.pos.step)
         budget = self.cfg.train.max_minutes
         log.info(
-            "resumed from %s at step %d (epoch %d, batch %d) after %.1f of the run's %s; the limits count the whole "
-            "run: raise train.max_minutes or train.max_steps to train longer",
+            "resumed from %s at step %d (epoch %d, batch %d) after %.1f minutes, toward the run's limit of %s; the "
+            "limits count the whole run: raise train.max_minutes or train.max_steps to train longer",
             path,
             self.pos.step,
             self.pos.epoch,
