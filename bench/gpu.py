@@ -1,18 +1,22 @@
 """Decoding on an NVIDIA GPU: one checkpoint exported fp32 and fp16, on onnxruntime's CUDA provider, beside
-the same machine's CPU, in one run.
+the same machine's CPU, in one run; and fp16w (fp32 graphs with weights stored as fp16, export --gpu-dtype fp16w).
 
     python -m bench gpu --checkpoint CKPT [--bundle models/en-de] [--input data/en-de/test.tsv]
+    python -m bench gpu --random base --vocab VOCAB_DIR [...]
                         [--sentences 256] [--batch-sizes 1,8,32,128] [--beams 1,4] [--repeats 3]
                         [--max-length 128] [--cpu-threads 0] [--out docs/reports/gpu/report]
 
 Needs onnxruntime-gpu with a usable CUDA provider (CUDA 13 and cuDNN 9 libraries) and torch for the export.
-The systems are run alternately (cuda-fp32, cuda-fp16, cpu-fp32, then again) ``--repeats`` times per
+The systems are run alternately (cuda-fp32, cuda-fp16, cuda-fp16w, cpu-fp32, then again) ``--repeats`` times per
 configuration; the figures are medians: target tokens/s (generated pieces, EOS not counted) and sentences/s,
 their ratio to cpu-fp32 on the same machine, and the share of best outputs identical to cuda-fp32's (what
 fp16, and the CPU's exact fp32 against the GPU's TF32, change). With ``--bundle`` (a bundle exported with
 ``--gpu-dtype``, like the shipped one) two more systems run: bundle-cuda, what a server on a GPU loads from
 it by default (its cuda/ graphs), and bundle-main-on-cuda, its main (CPU) graphs forced onto the GPU.
-Writes OUT.md and OUT.json.
+With ``--random PRESET`` the model is that training preset with random weights (seeded) and the
+vocabulary of ``--vocab`` (of the preset's size): a speed figure for an architecture nobody has trained yet.
+Its outputs mean nothing and their lengths are what the random weights make of them (often the length cap);
+tokens/s counts what was generated. Writes OUT.md and OUT.json.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from bench.loadtools import ROOT, command_line, report_dir, report_path, write_r
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
-SYSTEMS = ["cuda-fp32", "cuda-fp16", "cpu-fp32"]
+SYSTEMS = ["cuda-fp32", "cuda-fp16", "cuda-fp16w", "cpu-fp32"]
 
 
 def read_sources(path: Path, n: int) -> list[str]:
@@ -52,7 +56,9 @@ def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, bat
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="a training checkpoint (python -m training train)")
+    parser.add_argument("--checkpoint", help="a training checkpoint (python -m training train)")
+    parser.add_argument("--random", metavar="PRESET", help="instead of --checkpoint: random weights of a preset")
+    parser.add_argument("--vocab", help="with --random: a vocabulary directory of the preset's size")
     parser.add_argument("--bundle", help="also measure this bundle's GPU graphs and its main graphs on CUDA")
     parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"))
     parser.add_argument("--sentences", type=int, default=256)
@@ -61,25 +67,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-length", type=int, default=128, help="length cap in pieces, EOS included")
     parser.add_argument("--cpu-threads", type=int, default=0, help="CPU engine threads (0: onnxruntime's default)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="which systems to run (cuda-fp32 always runs)")
     parser.add_argument("--out", default=str(report_dir("gpu") / "report"))
     args = parser.parse_args(argv)
+    if bool(args.checkpoint) == bool(args.random) or (args.random and not args.vocab):
+        parser.error("give --checkpoint, or --random PRESET with --vocab")
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         raise SystemExit(f"onnxruntime {ort.__version__} has no CUDA provider: install onnxruntime-gpu")
     from training.export import export_bundle  # torch: only the export needs it
 
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
+    if args.random:
+        args.checkpoint = str(random_checkpoint(args.random, Path(args.vocab), work / "random.pt"))
     engines: dict[str, Engine] = {}
     for dtype in ("fp32", "fp16"):
         print(f"exporting {dtype} ...", flush=True)
         export_bundle(args.checkpoint, work / dtype, dtype=dtype)
+    print("exporting fp16w (the cuda/ graphs only) ...", flush=True)
+    export_bundle(args.checkpoint, work / "fp16w", gpu_dtype="fp16w")
     try:
         engines["cuda-fp32"] = Engine.load(work / "fp32", provider="cuda")
         engines["cuda-fp16"] = Engine.load(work / "fp16", provider="cuda")
+        engines["cuda-fp16w"] = Engine.load(work / "fp16w", provider="cuda")
     except EngineError as err:
         raise SystemExit(f"CUDA provider unusable: {err}") from err
     engines["cpu-fp32"] = Engine.load(work / "fp32", provider="cpu", threads=args.cpu_threads)
-    systems = list(SYSTEMS)
+    systems = [s for s in SYSTEMS if s == "cuda-fp32" or s in args.systems.split(",")]
     if args.bundle:
         engines["bundle-cuda"] = Engine.load(args.bundle, provider="cuda")
         engines["bundle-main-on-cuda"] = Engine.load(args.bundle, provider="cuda", graphs="main")
@@ -115,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                         "identical_to_cuda_fp32": same / len(sources),
                     }
                 )
-            cpu = next(r for r in rows if r["beam"] == beam and r["batch"] == batch and r["system"] == "cpu-fp32")
+            cpu = next((r for r in rows[-len(systems) :] if r["system"] == "cpu-fp32"), None)
             for row in rows[-len(systems) :]:
-                row["vs_cpu"] = row["tokens_per_s"] / cpu["tokens_per_s"]
+                row["vs_cpu"] = row["tokens_per_s"] / cpu["tokens_per_s"] if cpu else float("nan")
                 print(
                     f"beam {beam} batch {batch:>4} {row['system']:>9}: {row['tokens_per_s']:8.0f} tok/s "
                     f"{row['sentences_per_s']:7.1f} sent/s  x{row['vs_cpu']:.2f} vs cpu  "
@@ -133,13 +147,15 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": __import__("os").cpu_count(),
         "sentences": len(sources),
         "max_length": args.max_length,
+        "model": f"random weights, preset {args.random}" if args.random else args.checkpoint,
         "repeats": args.repeats,
     }
     out = Path(args.out)
     lines = [
         f"# Decoding on the GPU ({meta['gpu']})",
         "",
-        f"`{meta['command']}`: onnxruntime {meta['onnxruntime']}, {meta['sentences']} sentences, "
+        f"`{meta['command']}`: model {meta['model']}, onnxruntime {meta['onnxruntime']}, "
+        f"{meta['sentences']} sentences, "
         f"max length {meta['max_length']}, median of {meta['repeats']} alternated runs; cpu-fp32 is the same "
         f"machine's {meta['cpus']} CPU cores.",
         "",
@@ -154,6 +170,22 @@ def main(argv: list[str] | None = None) -> int:
     write_report(out, "\n".join(lines) + "\n", {"meta": meta, "rows": rows})
     print(f"wrote {report_path(out, '.md')} and {report_path(out, '.json')}")
     return 0
+
+
+def random_checkpoint(preset: str, vocab: Path, path: Path) -> Path:
+    """A checkpoint of ``preset`` with seeded random weights and ``vocab``'s vocabulary."""
+    import torch
+
+    from training.checkpoint import read_vocab_files, save
+    from training.config import load_config
+    from training.model import Transformer
+
+    config = load_config(preset)
+    config.data.vocab = str(vocab)
+    torch.manual_seed(config.train.seed)
+    model = Transformer(config.model)
+    save(path, {"config": config.to_dict(), "model": model.state_dict(), "vocab_files": read_vocab_files(vocab)})
+    return path
 
 
 def _gpu_name() -> str:

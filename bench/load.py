@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import sys
 import tempfile
 import time
@@ -254,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds per level at most")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--provider",
+        default="auto",
+        help="execution provider of the raw engine and the servers: auto (CUDA if usable), cpu or cuda",
+    )
     parser.add_argument("--max-wait-ms", help="MT_MAX_WAIT_MS of the batching-on server (default: the server's)")
     parser.add_argument("--inflight-batches", help="MT_INFLIGHT_BATCHES of the servers (default: the server's)")
     parser.add_argument(
@@ -281,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="BUNDLE",
         help="more bundles in the server (requests use --bundle)",
     )
+    parser.add_argument(
+        "--server-args",
+        default="",
+        help='more flags for every server, in one string (e.g. "--max-batch-sentences 256")',
+    )
     parser.add_argument("--out", default=str(report_dir("load") / "report"))
     args = parser.parse_args(argv)
 
@@ -298,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         args.bundle = str(write_fake_bundle(Path(work.name) / "fake-gpu", **GPU_LIKE, max_source_pieces=255))
         engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
     else:
-        engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+        engine = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
     engine.warmup()
     ids = [engine.tokenize(s) for s in sentences]
     wait = ["--max-wait-ms", args.max_wait_ms] if args.max_wait_ms is not None else []
@@ -313,15 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--servers {unknown}: choose from {', '.join(known)}")
     settings = {name: known[name] for name in names}
+    on_gpu = getattr(engine, "provider", "") == "CUDAExecutionProvider"
+    candidates = (16, 32, 64, 128, 256) if on_gpu else (16, 32, 64)  # a GPU's best batch is larger
     best_batch, best_rate = max(
-        ((b, engine_rate(engine, ids, b, args.beam, max(args.requests, 2 * b))) for b in (16, 32, 64)),
+        ((b, engine_rate(engine, ids, b, args.beam, max(args.requests, 2 * b))) for b in candidates),
         key=lambda pair: pair[1],
     )
     print(f"raw engine at its best batch ({best_batch}): {best_rate:.1f} sent/s", flush=True)
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
-            flags = ["--threads", str(args.threads), "--log-level", "warning", *inflight, *extra]
+            flags = ["--threads", str(args.threads), "--provider", args.provider, "--log-level", "warning"]
+            flags += [*inflight, *extra, *shlex.split(args.server_args)]
             if args.also_serve:  # more models in the server (memory as deployed); requests go to --bundle's
                 flags += ["--bundles", ",".join([args.bundle, *args.also_serve])]
             results[name] = []

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--max-length", type=int, default=256, help="length cap in pieces, EOS included")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--provider", default="cpu", help="cpu or cuda (on CUDA the GEMM comparison is skipped)")
     parser.add_argument("--repeats", type=int, default=3, help="alternated runs of the early-stop A/B")
     parser.add_argument("--out", default=str(report_dir("profile-decode") / "report"))
     args = parser.parse_args(argv)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     options = DecodeOptions(beam_size=args.beam, max_length=args.max_length)
 
     # 1. phases
-    engine = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+    engine = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
     engine.warmup()
     started = time.perf_counter()
     ids = [engine.tokenize(t) for t in texts]
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ort.SessionOptions = profiling_options  # type: ignore[misc]
         try:
-            profiled = Engine.load(args.bundle, provider="cpu", threads=args.threads)
+            profiled = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
         finally:
             ort.SessionOptions = original  # type: ignore[misc]
         decode_all(profiled, ids, args.batch, options)
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     arch = engine.manifest["architecture"]
     # 5. GEMM kernels (numpy's BLAS threads follow OPENBLAS_NUM_THREADS / OMP_NUM_THREADS; set them to --threads)
     gemms: list[dict[str, Any]] = []
-    for name, m, k, n in gemm_shapes(arch, args.batch * args.beam):
+    for name, m, k, n in gemm_shapes(arch, args.batch * args.beam) if args.provider == "cpu" else []:
         ort_s, numpy_s = gemm_compare(m, k, n, args.threads, max(3, args.repeats))
         gemms.append({"name": name, "m": m, "k": k, "n": n, "ort_s": ort_s, "numpy_s": numpy_s})
     setup = (

@@ -64,7 +64,8 @@ def process_server(
     module = "testkit.fake_server" if fake else "service"
     command = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", str(port), *args]
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MT_")}
-    environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
+    path = [str(ROOT), *filter(None, [environment.get("PYTHONPATH")])]  # the caller's path stays (wheels beside)
+    environment.update({"PYTHONPATH": os.pathsep.join(path), **(env or {})})
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=log)

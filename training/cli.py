@@ -106,6 +106,7 @@ def _evaluate_bundle(args: argparse.Namespace) -> int:
         hypotheses_dir=args.hypotheses,
         no_repeat_ngram=args.no_repeat_ngram,
         length_penalty=args.length_penalty,
+        graphs=args.graphs,
     )
     print(json.dumps(results, indent=2))
     if args.json:
@@ -267,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="A",
         help="rank hypotheses by log-probability / length ** A (default: the server's default)",
+    )
+    p.add_argument(
+        "--graphs",
+        default="auto",
+        help="graph set: auto (the provider's), main, or a variant such as cuda (the GPU graphs, run here)",
     )
     p.set_defaults(func=_evaluate_bundle)
 

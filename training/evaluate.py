@@ -97,16 +97,19 @@ def evaluate_bundle(
     hypotheses_dir: str | Path | None = None,
     no_repeat_ngram: int | None = None,
     length_penalty: float | None = None,
+    graphs: str = "auto",
 ) -> dict[str, dict[str, float]]:
     """Score an exported bundle through the service's own engine, one result per test file.
 
-    ``None`` for ``no_repeat_ngram`` or ``length_penalty`` means the server's default."""
+    ``None`` for ``no_repeat_ngram`` or ``length_penalty`` means the server's default. ``graphs``: the graph
+    set (``auto``, ``main``, or a variant such as ``cuda``, which the CPU provider runs too: what a GPU
+    server would answer, up to the GPU's own rounding)."""
     import sacrebleu
 
     from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
     from inference.engine import Engine
 
-    engine = Engine.load(bundle, threads=threads)
+    engine = Engine.load(bundle, threads=threads, graphs=graphs)
     if no_repeat_ngram is None:  # the server's default
         no_repeat_ngram = DEFAULT_NO_REPEAT_NGRAM_SIZE
     if length_penalty is None:

@@ -109,3 +109,15 @@ def test_a_bundle_with_gpu_graphs_loads_them_on_cuda(tiny_checkpoint: Path, tmp_
     assert (engine.provider, engine.graphs, engine.graphs_dtype) == ("CUDAExecutionProvider", "cuda", "fp16")
     assert Engine.load(tmp_path / "dual", provider="cpu").graphs_dtype == "int8-channel"
     assert all(t.best.text for t in engine.translate(TEXTS[:8], BEAM))
+
+
+def test_fp16w_graphs_compute_in_fp32_on_cuda(tiny_checkpoint: Path, cuda_engine: Engine, tmp_path: Path) -> None:
+    """fp16w (weights stored as fp16, widened when the session loads): on CUDA the same beams as the fp32
+    graphs, since only the weights' rounding differs, and the tiny model's argmaxes do not flip on it."""
+    from training.export import export_bundle
+
+    export_bundle(tiny_checkpoint, tmp_path / "w16", quantize="int8-channel", tolerance=3.0, gpu_dtype="fp16w")
+    engine = Engine.load(tmp_path / "w16", provider="auto")
+    assert (engine.graphs, engine.graphs_dtype) == ("cuda", "fp16w")
+    full, widened = _decode(cuda_engine, BEAM, 8), _decode(engine, BEAM, 8)
+    assert [t.best.token_ids for t in widened] == [t.best.token_ids for t in full]

@@ -26,7 +26,15 @@ from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
 from core.graphs import GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
-from training.export.common import DEFAULT_OPSET, DTYPES, GPU_VARIANT, QUANTIZATIONS, TOLERANCES, ExportError
+from training.export.common import (
+    DEFAULT_OPSET,
+    DTYPES,
+    GPU_DTYPES,
+    GPU_VARIANT,
+    QUANTIZATIONS,
+    TOLERANCES,
+    ExportError,
+)
 from training.export.parity import check_parity
 from training.export.trace import trace_graphs, write_graphs
 from training.export.writer import check_target, tensor_specs
@@ -62,8 +70,8 @@ def export_bundle(
         raise ExportError(f"dtype={dtype!r}: use one of {', '.join(DTYPES)}")
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"quantize={quantize!r}: use one of {', '.join(QUANTIZATIONS)}")
-    if gpu_dtype not in ("none", *DTYPES):
-        raise ExportError(f"gpu_dtype={gpu_dtype!r}: use none, {', '.join(DTYPES)}")
+    if gpu_dtype not in ("none", *GPU_DTYPES):
+        raise ExportError(f"gpu_dtype={gpu_dtype!r}: use none, {', '.join(GPU_DTYPES)}")
     if dtype == "fp16" and quantize != "none":
         raise ExportError("--dtype fp16 and --quantize int8 exclude each other: int8 quantizes fp32 graphs")
     if opset < DEFAULT_OPSET:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from training.export.common import DEFAULT_OPSET, DTYPES, QUANTIZATIONS, TOLERANCES, ExportError
+from training.export.common import DEFAULT_OPSET, DTYPES, GPU_DTYPES, QUANTIZATIONS, TOLERANCES, ExportError
 
 
 def scores_arg(value: str | None) -> dict[str, Any]:
@@ -83,11 +83,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--gpu-dtype",
-        choices=("none", *DTYPES),
+        choices=("none", *GPU_DTYPES),
         default="none",
         help="also write a second set of graphs in this dtype under cuda/, which the engine loads on the CUDA "
-        "provider (the main graphs stay for the CPU; e.g. --quantize int8-channel --gpu-dtype fp16). "
-        "Default: none",
+        "provider (the main graphs stay for the CPU; e.g. --quantize int8-channel --gpu-dtype fp16w). fp16w: "
+        "fp32 arithmetic, weights stored as fp16 (the size of fp16 graphs; faster than fp16 on an H100, "
+        "docs/inference-core.md). Default: none",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(

@@ -13,6 +13,33 @@ FP32_OUTPUTS_OF_FP16 = ["topk_logprobs", "topk_ids", "attention", "src_mask"]
 FP16_KEEP_FP32_OPS = ["LayerNormalization", "Softmax", "LogSoftmax", "TopK", "ReduceMean"]
 
 
+def to_fp16_weights(src: Path, dst: Path, smallest: int = 1024) -> None:
+    """fp32 graphs with their float weights stored as fp16: each float initializer of at least ``smallest``
+    values becomes an fp16 one and a Cast back to float32 under the original name. onnxruntime folds the Casts
+    when it loads the graph (its constant folding), so the session holds fp32 weights and computes in fp32
+    like the fp32 graphs, from weights rounded to fp16 like the fp16 ones."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = onnx.load(str(src))
+    taken = {t.name for t in graph.graph.initializer} | {o for n in graph.graph.node for o in n.output}
+    casts, halves = [], []
+    for init in list(graph.graph.initializer):
+        if init.data_type != TensorProto.FLOAT or int(np.prod(init.dims)) < smallest:
+            continue
+        name = init.name + "_fp16"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        halves.append(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), name))
+        casts.append(helper.make_node("Cast", [name], [init.name], to=TensorProto.FLOAT, name=f"widen_{init.name}"))
+        graph.graph.initializer.remove(init)
+    graph.graph.initializer.extend(halves)
+    for node in reversed(casts):
+        graph.graph.node.insert(0, node)
+    onnx.save(graph, str(dst))
+
+
 def to_fp16(src: Path, dst: Path) -> None:
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 

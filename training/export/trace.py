@@ -13,7 +13,7 @@ import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import FLOAT, TensorSpec
-from training.export.optimize import to_fp16, to_int8
+from training.export.optimize import to_fp16, to_fp16_weights, to_int8
 from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec
 from training.model import Transformer
 
@@ -48,12 +48,14 @@ def trace_graphs(model: Transformer, directory: Path, opset: int, attention_laye
 
 def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str) -> None:
     """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
-    (converted to ``mode``: fp32, fp16 or int8), then the state graphs typed like the encoder's outputs."""
+    (converted to ``mode``: fp32, fp16, fp16w or int8), then the state graphs typed like the encoder's outputs."""
     out.mkdir(parents=True)
     for role_file in (ENCODER_FILE, DECODER_FILE):
         src, dst = fp32_dir / role_file, out / role_file
         if mode == "fp16":
             to_fp16(src, dst)
+        elif mode == "fp16w":
+            to_fp16_weights(src, dst)
         elif mode == "int8":
             to_int8(src, dst, per_channel=quantize == "int8-channel")
         else:

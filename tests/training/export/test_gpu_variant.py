@@ -68,3 +68,45 @@ def test_a_variant_file_missing_from_the_manifest_is_refused(dual_bundle: Path, 
     (broken / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(BundleError, match=r"variants\.cuda\.graphs\.decoder\.file"):
         read_manifest(broken, verify=False)
+
+
+def test_fp16w_graphs_hold_half_weights_and_compute_like_fp32_on_rounded_weights(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """--gpu-dtype fp16w: the weights are stored as fp16 (the file shrinks), onnxruntime widens them once at
+    load (no Cast of a weight is left in the optimized graph), and the beams are those of plain fp32 graphs
+    exported from the same checkpoint with its weights rounded to fp16 (an independent export)."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from training.export import export_bundle
+
+    export_bundle(tiny_checkpoint, tmp_path / "w16", gpu_dtype="fp16w")
+    manifest = read_manifest(tmp_path / "w16")
+    assert manifest["variants"]["cuda"]["dtype"] == "fp16w"
+    assert manifest["variants"]["cuda"]["graphs"]["decoder"]["inputs"]["past_k_0"]["dtype"] == "float32"
+    decoder, widened = tmp_path / "w16" / "decoder.onnx", tmp_path / "w16" / "cuda" / "decoder.onnx"
+    assert widened.stat().st_size < 0.6 * decoder.stat().st_size
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(widened), options, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(str(tmp_path / "optimized.onnx"))
+    weights = {t.name for t in optimized.graph.initializer}
+    assert not [n.name for n in optimized.graph.node if n.op_type == "Cast" and n.input[0] in weights]
+
+    payload = torch.load(tiny_checkpoint, map_location="cpu", weights_only=False)
+    payload["model"] = {  # rounded as the export rounds: the tensors of 1,024 values or more
+        k: v.half().float() if v.is_floating_point() and v.numel() >= 1024 else v for k, v in payload["model"].items()
+    }
+    torch.save(payload, tmp_path / "rounded.pt")
+    export_bundle(tmp_path / "rounded.pt", tmp_path / "rounded")
+    w16 = Engine.load(tmp_path / "w16", provider="cpu", threads=1, graphs="cuda")
+    reference = Engine.load(tmp_path / "rounded", provider="cpu", threads=1)
+    texts = [source for source, _ in make_pairs(24, seed=7, min_len=1, max_len=7)]
+    options_4 = DecodeOptions(beam_size=4, n_best=2)
+    for a, b in zip(w16.translate(texts, options_4), reference.translate(texts, options_4), strict=True):
+        assert [h.token_ids for h in a.hypotheses] == [h.token_ids for h in b.hypotheses]
+        assert [h.score for h in a.hypotheses] == pytest.approx([h.score for h in b.hypotheses], abs=1e-4)
