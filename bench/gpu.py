@@ -131,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             cpu = next((r for r in rows[-len(systems) :] if r["system"] == "cpu-fp32"), None)
             for row in rows[-len(systems) :]:
-                row["vs_cpu"] = row["tokens_per_s"] / cpu["tokens_per_s"] if cpu else float("nan")
+                row["vs_cpu"] = row["tokens_per_s"] / cpu["tokens_per_s"] if cpu else None
                 print(
                     f"beam {beam} batch {batch:>4} {row['system']:>9}: {row['tokens_per_s']:8.0f} tok/s "
-                    f"{row['sentences_per_s']:7.1f} sent/s  x{row['vs_cpu']:.2f} vs cpu  "
+                    f"{row['sentences_per_s']:7.1f} sent/s  {_ratio(row['vs_cpu'])} vs cpu  "
                     f"identical {row['identical_to_cuda_fp32']:.0%}",
                     flush=True,
                 )
@@ -165,11 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         lines.append(
             f"| {r['beam']} | {r['batch']} | {r['system']} | {r['tokens_per_s']:.0f} | {r['sentences_per_s']:.1f} | "
-            f"{r['vs_cpu']:.2f}x | {r['identical_to_cuda_fp32']:.0%} |"
+            f"{_ratio(r['vs_cpu'])} | {r['identical_to_cuda_fp32']:.0%} |"
         )
     write_report(out, "\n".join(lines) + "\n", {"meta": meta, "rows": rows})
     print(f"wrote {report_path(out, '.md')} and {report_path(out, '.json')}")
     return 0
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}x"
 
 
 def random_checkpoint(preset: str, vocab: Path, path: Path) -> Path:
