@@ -48,6 +48,14 @@ from bench.loadtools import (
 )
 
 
+def server_flag(option: str) -> list[str]:
+    """``admit-every=4`` -> ``["--admit-every", "4"]`` (a server name's ``:flag=value`` suffix); "" -> []."""
+    if not option:
+        return []
+    flag, _, value = option.partition("=")
+    return [f"--{flag}", value] if value else [f"--{flag}"]
+
+
 def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
     """(sum, count) of an unlabelled histogram in Prometheus text format."""
     total = count = 0.0
@@ -186,6 +194,8 @@ async def closed_loop(
     b_sum0, b_count0 = histogram_totals(before, "mt_batch_size_sentences")
     b_sum1, b_count1 = histogram_totals(after, "mt_batch_size_sentences")
     batches = b_count1 - b_count0
+    (s_sum0, s_count0), (s_sum1, s_count1) = (histogram_totals(m, "mt_step_duration_seconds") for m in (before, after))
+    (a_sum0, a_count0), (a_sum1, a_count1) = (histogram_totals(m, "mt_admit_duration_seconds") for m in (before, after))
     return {
         "clients": clients,
         "answered": len(latencies),
@@ -199,6 +209,11 @@ async def closed_loop(
         "batches": batches,
         "mean_batch": (b_sum1 - b_sum0) / batches if batches else 0.0,
         "server_rss_mib": (metric(after, "process_resident_memory_bytes") or 0.0) / 2**20,
+        # continuous scheduler only: decoder steps and admissions (encoder + merge) of its running sets
+        "steps": s_count1 - s_count0,
+        "step_s": s_sum1 - s_sum0,
+        "admissions": a_count1 - a_count0,
+        "admit_s": a_sum1 - a_sum0,
         "client_cpu_s": client_cpu,
         "server_loop_cpu_s": loop_cpu,
         "server_other_cpu_s": other_cpu,
@@ -269,10 +284,18 @@ def main(argv: list[str] | None = None) -> int:
         "instead of --bundle: what the schedulers do with an engine whose step time barely grows with its batch",
     )
     parser.add_argument(
+        "--fake-costs",
+        choices=["h100", "step-only"],
+        default="h100",
+        help="with --fake-gpu: h100, the costs measured on an H100 in 2026-11 (steps, the beam search's Python, "
+        "encoder calls, select calls); step-only, the first calibration (decoder steps only)",
+    )
+    parser.add_argument(
         "--servers",
         default="batch,off",
         help="servers to measure, in order: batch (the batch scheduler, the default), continuous "
-        "(--scheduler continuous), off (batch scheduler, one sentence a batch)",
+        "(--scheduler continuous), off (batch scheduler, one sentence a batch); each may add one server flag, "
+        "e.g. continuous:admit-every=4",
     )
     parser.add_argument(
         "--mixed",
@@ -304,9 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.TemporaryDirectory(prefix="bench-load-")  # removed when main returns
     engine: Any
     if args.fake_gpu:
-        from testkit.fake_engine import GPU_LIKE, FakeLoader, write_fake_bundle
+        from testkit.fake_engine import GPU_LIKE, GPU_LIKE_STEP_ONLY, FakeLoader, write_fake_bundle
 
-        args.bundle = str(write_fake_bundle(Path(work.name) / "fake-gpu", **GPU_LIKE, max_source_pieces=255))
+        costs = GPU_LIKE if args.fake_costs == "h100" else GPU_LIKE_STEP_ONLY
+        args.bundle = str(write_fake_bundle(Path(work.name) / "fake-gpu", **costs, max_source_pieces=255))
         engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
     else:
         engine = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
@@ -320,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         "off": ["--scheduler", "batch", "--max-batch-sentences", "1"],
     }
     names = args.servers.split(",")
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if n.partition(":")[0] not in known]
     if unknown:
-        raise SystemExit(f"--servers {unknown}: choose from {', '.join(known)}")
-    settings = {name: known[name] for name in names}
+        raise SystemExit(f"--servers {unknown}: choose from {', '.join(known)} (each may add :flag=value)")
+    settings = {name: known[name.partition(":")[0]] + server_flag(name.partition(":")[2]) for name in names}
     on_gpu = getattr(engine, "provider", "") == "CUDAExecutionProvider"
     candidates = (16, 32, 64, 128, 256) if on_gpu else (16, 32, 64)  # a GPU's best batch is larger
     best_batch, best_rate = max(
@@ -440,6 +464,25 @@ def main(argv: list[str] | None = None) -> int:
                 cells = " | ".join(f"{r['p50_ms_by_words'][k]:.0f}" for k in ranges)
                 length_table.append(f"| {name} | {r['clients']} | {cells} |")
         length_table.append("")
+    worker_table: list[str] = []
+    stepped = [(name, r) for name, rows in results.items() for r in rows if r.get("steps")]
+    if stepped:
+        worker_table = [
+            "The continuous scheduler's running sets (from /metrics: mt_step_duration_seconds, a decoder step with "
+            "its beam search; mt_admit_duration_seconds, an admission: encoder and merge), and the worker "
+            "seconds spent in both per second of the level:",
+            "",
+            "| server | clients | steps/s | mean step ms | admissions per step | mean admission ms | busy workers |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, r in stepped:
+            steps, admissions = r["steps"], r["admissions"]
+            worker_table.append(
+                f"| {name} | {r['clients']} | {steps / r['seconds']:.0f} | {1000 * r['step_s'] / steps:.2f} | "
+                f"{admissions / steps:.2f} | {1000 * r['admit_s'] / admissions if admissions else 0:.2f} | "
+                f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} |"
+            )
+        worker_table.append("")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     has_plot = plot(results, report_path(out, ".png"))
@@ -457,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
             f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
             f"{setup['machine']['cpus']} CPUs (127.0.0.1)"
             + (f"; the batch scheduler with --max-wait-ms {args.max_wait_ms}" if args.max_wait_ms is not None else "")
-            + (f"; --inflight-batches {args.inflight_batches}." if args.inflight_batches is not None else "."),
+            + (f"; --inflight-batches {args.inflight_batches}" if args.inflight_batches is not None else "")
+            + (f"; server flags {args.server_args}" if args.server_args else "")
+            + ".",
             "",
             *table,
             "",
@@ -468,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *cpu_table,
             "",
+            *worker_table,
             *([f"![load]({report_path(out, '.png').name})", ""] if has_plot else []),
         ]
     )

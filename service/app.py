@@ -84,6 +84,7 @@ def create_app(
         max_wait_s=settings.max_wait_ms / 1000,
         max_queue=settings.max_queue,
         inflight=settings.inflight_batches,
+        admit_every=settings.admit_every,
     )
     service = ServiceState(
         settings=settings,

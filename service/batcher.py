@@ -87,6 +87,9 @@ class BatchLimits:
     """Most sentences waiting (not yet decoding)."""
     inflight: int = 2
     """Most batches decoding at once, each in its own worker thread on the same engine."""
+    admit_every: int = 1
+    """Continuous scheduler: a running set takes in waiting sentences at most every this many steps (at once
+    when it is empty, or when the waiting ones fill its free room), so that one encoder call serves several."""
 
 
 @dataclass(eq=False)

@@ -99,6 +99,13 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=r,
         )
+        self.admit_seconds = Histogram(
+            "mt_admit_duration_seconds",
+            "Time of one admission into a running set: the new sentences' encoder pass and the merge of their "
+            "memory into the set's (continuous batching).",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=r,
+        )
         self.admitted_mid_run = Counter(
             "mt_admitted_mid_run_sentences",
             "Sentences that joined a running set while other sentences were decoding in it.",

@@ -5,8 +5,10 @@ set on that engine (``engine.running_set()``, inference/engine.py) and loops: dr
 for any more, admit waiting sentences in arrival order up to the sentence and token budget, run one decoder
 step, and hand every finished sentence back to the event loop at once. So a short sentence leaves as soon as it
 is done instead of waiting for the longest one of its batch, and a new request joins at the next step instead
-of waiting for a whole batch. Sentences with different decode options share a running set. A request's future
-resolves when all its sentences are done; arrival order keeps any request from starving behind later ones.
+of waiting for a whole batch (or within ``admit_every`` steps, when admissions are grouped: on a GPU an encoder
+call costs about two decoder steps whatever its size, docs/scheduler.md). Sentences with different decode
+options share a running set. A request's future resolves when all its sentences are done; arrival order keeps
+any request from starving behind later ones.
 
 A step that fails fails nobody at first: its sentences are taken out and each request is decoded again alone,
 so a sentence that breaks the engine fails only its own request (the batcher's contract, service/batcher.py).
@@ -160,6 +162,7 @@ class Scheduler(QueueBound):
     def _work(self, lane: _Lane) -> None:
         running = lane.engine.running_set()
         items: dict[Hashable, _Item] = {}
+        since_admit = 0  # steps run since this set last admitted
         try:
             while True:
                 with self._cond:
@@ -168,7 +171,8 @@ class Scheduler(QueueBound):
                         if self._closing or time.monotonic() - idle_since >= IDLE_EXIT_S:
                             return
                         self._cond.wait(IDLE_EXIT_S / 4)
-                    admit = self._take(lane, items)
+                    admit = self._take(lane, items) if self._admission_due(lane, items, since_admit) else []
+                since_admit = 0 if admit else since_admit + 1
                 gone = [key for key, item in items.items() if item.job.abandoned]
                 if gone:
                     running.drop(gone)
@@ -207,6 +211,17 @@ class Scheduler(QueueBound):
                     lane.workers += 1
                     threading.Thread(target=self._work, args=(lane,), name="mt-inference", daemon=True).start()
 
+    def _admission_due(self, lane: _Lane, items: dict[Hashable, _Item], since_admit: int) -> bool:
+        """Whether a running set takes in waiting sentences before this step (under the lock): every
+        ``admit_every`` steps, and at once when it is empty or the waiting sentences fill its free room."""
+        every = self.limits.admit_every
+        return (
+            every <= 1
+            or not items
+            or since_admit >= every - 1
+            or len(lane.waiting) >= self.limits.max_sentences - len(items)
+        )
+
     def _has_waiting(self, lane: _Lane) -> bool:
         while lane.waiting and lane.waiting[0].job.abandoned:
             lane.waiting.popleft()
@@ -233,6 +248,8 @@ class Scheduler(QueueBound):
         now = time.monotonic()
         try:
             running.admit((i.key, i.ids, i.options) for i in admit)
+            if self.metrics:
+                self.metrics.admit_seconds.observe(time.monotonic() - now)
             accepted = admit
         except ValueError:  # bad ids or options somewhere: admit one by one, fail only the bad ones
             accepted = []

@@ -67,6 +67,14 @@ class Settings(BaseSettings):
         "engine: 2 keeps the cores busy while one's beam search works between graph calls "
         "(docs/reports/load/report.md).",
     )
+    admit_every: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Continuous scheduler: a running set admits waiting sentences at most every N decoder steps "
+        "(at once when it is empty or when they fill its free room), so one encoder call serves several "
+        "arrivals; 1 admits at every step (docs/scheduler.md).",
+    )
     max_queue: int = Field(
         1024,
         ge=1,

@@ -10,13 +10,20 @@ so tests can see what the batcher did.
 
 Its running sets (``running_set()``, what service/scheduler.py drives) finish a sentence after ``1 +
 steps_per_word * words`` steps; each step sleeps ``delay_s + step_s + row_s * rows`` (rows: the running
-sentences times their beam), releasing the GIL as onnxruntime does. With the defaults (no steps per word) every
-sentence finishes at its first step, so a step is what a batch was. With any of them set, ``translate_ids``
-decodes its batch as a running set too, so both of the server's schedulers pay the same per-step costs.
+sentences times their beam), releasing the GIL as onnxruntime does, plus ``finish_s`` when a sentence finished
+(the engine's ``select`` graph), then works ``host_step_s + host_row_s * rows`` holding the GIL (the beam
+search's Python bookkeeping). Each ``admit`` call sleeps ``admit_s`` (the encoder and ``merge`` graphs).
+With the defaults (no steps per word) every sentence finishes at its first step, so a step is what a batch
+was. With any of them set, ``translate_ids`` decodes its batch as a running set too, so both of the server's
+schedulers pay the same per-step costs.
 
-``GPU_LIKE``: costs calibrated on the H100 figures of ../shared/GPU.md (model 0.5.0, fp32 bundle, CUDA): one
-decoder step 0.77 ms at 4 rows and 1.18 ms at 128, so 0.757 ms per step plus 3.3 µs per hypothesis row; with
-1.3 steps per source word a 20-word sentence takes 27 steps, about its length in pieces.
+``GPU_LIKE``: costs measured on an H100 (2026-11-25, model 0.7.0, fp16w graphs, onnxruntime-gpu 1.31.1;
+docs/reports/gpu/profile-cuda-batch1.md and -batch32.md): a decoder step 1.12 ms at 4 rows and 1.32 ms at 128,
+so 1.114 ms plus 1.6 µs per hypothesis row; the Python around it 0.26 ms at 4 rows and 0.79 ms at 128, so
+0.241 ms plus 4.3 µs per row; an encoder call 2.44 ms (at batch 1; ``merge`` was not measured and is left
+out); a ``select`` call 0.15 ms. With 1.3 steps per source word a 20-word sentence takes 27 steps, about its
+length in pieces. ``GPU_LIKE_STEP_ONLY`` is the first calibration (../shared/GPU.md: 0.757 ms a step plus 3.3 µs
+a row, nothing else), which charged nothing for admissions and bookkeeping.
 """
 
 from __future__ import annotations
@@ -34,7 +41,16 @@ from core.bundle import BundleError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 
 WORD = "\u2581"
-GPU_LIKE: dict[str, Any] = {"step_s": 0.000757, "row_s": 0.0000033, "steps_per_word": 1.3}
+GPU_LIKE: dict[str, Any] = {
+    "step_s": 0.001114,
+    "row_s": 0.0000016,
+    "host_step_s": 0.000241,
+    "host_row_s": 0.0000043,
+    "admit_s": 0.00244,
+    "finish_s": 0.00015,
+    "steps_per_word": 1.3,
+}
+GPU_LIKE_STEP_ONLY: dict[str, Any] = {"step_s": 0.000757, "row_s": 0.0000033, "steps_per_word": 1.3}
 
 
 def write_fake_bundle(
@@ -69,6 +85,10 @@ class FakeEngine:
         self.steps_per_word: float = float(fake.get("steps_per_word", 0.0))
         self.step_s: float = float(fake.get("step_s", 0.0))
         self.row_s: float = float(fake.get("row_s", 0.0))
+        self.host_step_s: float = float(fake.get("host_step_s", 0.0))
+        self.host_row_s: float = float(fake.get("host_row_s", 0.0))
+        self.admit_s: float = float(fake.get("admit_s", 0.0))
+        self.finish_s: float = float(fake.get("finish_s", 0.0))
         self.max_source_pieces = max_source_pieces
         self.batches: list[list[list[int]]] = []
         """Every batch decoded (warm-up excluded), in order."""
@@ -97,7 +117,7 @@ class FakeEngine:
     @property
     def stepwise(self) -> bool:
         """Costs are per decoder step (GPU-like timing): a batch is decoded as a running set to its end."""
-        return bool(self.steps_per_word or self.step_s or self.row_s)
+        return bool(self.steps_per_word or self.step_s or self.row_s or self.host_step_s or self.admit_s)
 
     def translate_ids(self, batch: list[list[int]], options: DecodeOptions) -> list[Translation]:
         if self.stepwise:
@@ -182,6 +202,8 @@ class FakeRunningSet:
                 raise ValueError(f"sentence key {key!r} is already in the running set")
             if options.beam_size < 1:
                 raise ValueError(f"beam_size={options.beam_size} must be at least 1")
+        if entries and self.engine.admit_s:
+            time.sleep(self.engine.admit_s)
         for key, ids, options in entries:
             self.running[key] = (ids, options)
             self.left[key] = 1 + round(self.engine.steps_per_word * min(len(ids), self.engine.max_source_pieces))
@@ -202,12 +224,24 @@ class FakeRunningSet:
                 del self.left[key]
                 engine.options.append(options)
                 done.append((key, engine._translate(sentences[key], len(ids) > engine.max_source_pieces, options)))
+        if done and engine.finish_s:
+            time.sleep(engine.finish_s)
+        _hold_gil(engine.host_step_s + engine.host_row_s * rows)
         return done
 
     def drop(self, keys: Iterable[Hashable]) -> None:
         for key in keys:
             self.running.pop(key, None)
             self.left.pop(key, None)
+
+
+def _hold_gil(seconds: float) -> None:
+    """Busy Python for ``seconds``, the GIL held all along, like the beam search's bookkeeping."""
+    if seconds <= 0:
+        return
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 class FakeLoader:

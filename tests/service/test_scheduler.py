@@ -84,7 +84,8 @@ def test_requests_with_different_options_share_steps_and_answer_together() -> No
     assert max(len(b) for b in e.batches) == 6  # all six sentences ran in one set at the first step
 
 
-def test_random_arrivals_and_cancellations_lose_and_double_nothing() -> None:
+@pytest.mark.parametrize("admit_every", [1, 4])
+def test_random_arrivals_and_cancellations_lose_and_double_nothing(admit_every: int) -> None:
     e = engine(steps_per_word=1, step_s=0.001)
     rng = random.Random(7)
     plans = [(words(rng.randint(1, 30), i), rng.random() < 0.25, rng.random() * 0.2) for i in range(60)]
@@ -111,7 +112,7 @@ def test_random_arrivals_and_cancellations_lose_and_double_nothing() -> None:
             await asyncio.sleep(0.01)
         return outcomes, s.depth
 
-    outcomes, depth = run(BatchLimits(max_sentences=8), body)
+    outcomes, depth = run(BatchLimits(max_sentences=8, admit_every=admit_every), body)
     assert depth == 0
     assert sorted(outcomes) == list(range(len(plans)))
     for i, (text, _, _) in enumerate(plans):
@@ -171,11 +172,56 @@ def test_metrics_count_steps_and_mid_run_admissions() -> None:
     text = metrics.render().decode()
     assert "mt_admitted_mid_run_sentences_total 1.0" in text
     assert f"mt_step_duration_seconds_count {len(e.batches)}.0" in text
+    assert "mt_admit_duration_seconds_count 2.0" in text  # the first sentence, then the one admitted mid-run
     assert 'mt_translated_sentences_total{model="fake"} 2.0' in text
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_real_engine_sentences_admitted_mid_run_translate_as_alone(tiny_bundle: Path, seed: int) -> None:
+def admission_steps(batches: list[list[list[int]]]) -> list[int]:
+    """The steps before which a running set took in sentences (a sentence in a step's batch that the previous
+    step's did not hold), from the fake engine's record of every step."""
+    steps, before = [], set[tuple[int, ...]]()
+    for i, batch in enumerate(batches):
+        now = {tuple(ids) for ids in batch}
+        if now - before:
+            steps.append(i)
+        before = now
+    return steps
+
+
+@pytest.mark.parametrize("admit_every", [1, 4])
+def test_admissions_are_grouped_every_n_steps(admit_every: int) -> None:
+    """A long sentence keeps the set running while short ones arrive about one a step: with admit_every=4 the
+    set takes them in at most every 4 steps (each group with one encoder call), with 1 at nearly every step;
+    every request is answered either way."""
+    e = engine(steps_per_word=1, step_s=0.004)
+    arrivals = [f"s{i} t{i}" for i in range(16)]
+
+    async def body(s: Scheduler) -> list[str]:
+        first = asyncio.create_task(s.translate(e, [e.tokenize(words(60, 3))], GREEDY, 10))
+        await asyncio.sleep(0.01)
+        tasks = []
+        for text in arrivals:
+            tasks.append(asyncio.create_task(s.translate(e, [e.tokenize(text)], GREEDY, 10)))
+            await asyncio.sleep(0.004)
+        answers = [t.best.text for [t] in await asyncio.gather(*tasks)]
+        await first
+        return answers
+
+    answers = run(BatchLimits(inflight=1, admit_every=admit_every), body)
+    assert answers == [" ".join(reversed(text.split())) for text in arrivals]
+    steps = admission_steps(e.batches)
+    gaps = [b - a for a, b in zip(steps, steps[1:], strict=False)]
+    if admit_every == 1:
+        assert min(gaps) < 4, steps  # the check below can fail: ungrouped admissions come closer
+    else:
+        assert min(gaps) >= admit_every, steps
+        assert len(steps) <= 1 + len(e.batches) // admit_every
+
+
+@pytest.mark.parametrize(("seed", "admit_every"), [(0, 1), (1, 1), (2, 3)])
+def test_real_engine_sentences_admitted_mid_run_translate_as_alone(
+    tiny_bundle: Path, seed: int, admit_every: int
+) -> None:
     """The tiny model behind the scheduler: requests arriving at random moments, with mixed options, get
     exactly what the engine gives each alone, token for token."""
     from inference.engine import Engine
@@ -194,7 +240,7 @@ def test_real_engine_sentences_admitted_mid_run_translate_as_alone(tiny_bundle: 
 
         return list(await asyncio.gather(*(send(t, o) for t, o in zip(texts, options, strict=True))))
 
-    got = run(BatchLimits(), body)
+    got = run(BatchLimits(admit_every=admit_every), body)
     for text, option, translation in zip(texts, options, got, strict=True):
         [alone] = real.translate([text], option)
         assert translation.best.token_ids == alone.best.token_ids, text
