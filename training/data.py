@@ -115,6 +115,11 @@ def write_tsv(pairs: list[Pair], path: str | Path) -> None:
             out.write(f"{src.replace(chr(9), ' ')}\t{tgt.replace(chr(9), ' ')}\n")
 
 
+def held_out(name: str) -> bool:
+    """Whether a corpus file is a dev, test or reserved (``eval-``) set rather than training data."""
+    return name == "dev.tsv" or name.startswith(("test.", "eval-"))
+
+
 def reverse_corpus(corpus_dir: str | Path, out_dir: str | Path) -> dict[str, object]:
     """Write the corpus in ``corpus_dir`` the other way round (target<TAB>source) into ``out_dir``.
 
@@ -130,9 +135,10 @@ def reverse_corpus(corpus_dir: str | Path, out_dir: str | Path) -> dict[str, obj
     if not any(f.name == "train.tsv" for f in files):
         raise DataError(f"{src}: no train.tsv (build the corpus first: python -m training build-corpus)")
     tables = {f.name: [(tgt, source) for source, tgt in read_tsv(f)] for f in files}
-    held = {source for name, pairs in tables.items() if name != "train.tsv" for source, _ in pairs}
+    held = {source for name, pairs in tables.items() if held_out(name) for source, _ in pairs}
     train = tables["train.tsv"]
-    tables["train.tsv"] = [pair for pair in train if pair[0] not in held]
+    for name in [n for n in tables if not held_out(n)]:  # train.tsv and any other training file (train+bt.tsv)
+        tables[name] = [pair for pair in tables[name] if pair[0] not in held]
     for name, pairs in tables.items():
         write_tsv(pairs, out / name)
     if (src / "LICENSES.md").is_file():

@@ -39,3 +39,20 @@ def test_reverse_refuses_what_is_not_a_corpus(tmp_path: Path, capsys: pytest.Cap
     write_tsv([("a", "b")], tmp_path / "train.tsv")
     with pytest.raises(DataError, match="directory of its own"):
         reverse_corpus(tmp_path, tmp_path)
+
+
+def test_a_second_training_file_is_training_data_not_a_held_out_set(tmp_path: Path) -> None:
+    """train+bt.tsv (the corpus plus back-translated pairs) is reversed and filtered like train.tsv; it must not
+    count as held out, which dropped every training pair whose German side it holds (all of them)."""
+    corpus = tmp_path / "en-de"
+    pairs = [("Open", "Öffnen"), ("Close", "Schließen"), ("Save", "Speichern")]
+    write_tsv(pairs, corpus / "train.tsv")
+    write_tsv([*pairs, ("Synthetic", "Echt")], corpus / "train+bt.tsv")
+    write_tsv([("Close window", "Schließen")], corpus / "test.ui.tsv")
+    write_tsv([("Save file", "Datei speichern")], corpus / "dev.tsv")
+
+    reverse_corpus(corpus, tmp_path / "de-en")
+    out = tmp_path / "de-en"
+    assert read_tsv(out / "train.tsv") == [("Öffnen", "Open"), ("Speichern", "Save")]
+    assert read_tsv(out / "train+bt.tsv") == [("Öffnen", "Open"), ("Speichern", "Save"), ("Echt", "Synthetic")]
+    assert read_tsv(out / "test.ui.tsv") == [("Schließen", "Close window")]
