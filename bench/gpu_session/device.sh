@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine, from the project root (see stage.sh for the order of the runs).
+#   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
+#   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16 / fp16w;
+#                             the base preset with random weights), profile-decode on CUDA
+#   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped and with grouped admissions,
+#                             the batch scheduler, mixed lengths
+# Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
+set -uo pipefail
+step=${1:?part N | measure-engine | measure-server}
+quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
+case "$step" in
+  part)
+    mkdir -p /tmp/ortparts && cp .gpu/p"${2:?N}"/chunk.* /tmp/ortparts/ && ls -la /tmp/ortparts && nvidia-smi -L ;;
+  measure-engine)
+    cp .gpu/p2/chunk.* /tmp/ortparts/
+    cat /tmp/ortparts/chunk.* > /tmp/ort.tar.xz
+    echo "$(cat .gpu/p2/sha)  /tmp/ort.tar.xz" | sha256sum -c --quiet || { echo "onnxruntime-gpu parts incomplete"; exit 3; }
+    mkdir -p /tmp/site && tar -xJf /tmp/ort.tar.xz -C /tmp/site
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl 2>&1 | grep -v WARNING
+    SP=$(python3 -c "import site; print(site.getsitepackages()[0])")
+    LIBS=$(find "$SP/nvidia" -maxdepth 3 -name lib -type d | paste -sd:)
+    echo "export LD_LIBRARY_PATH=$LIBS:\${LD_LIBRARY_PATH:-}; export PYTHONUNBUFFERED=1; export PYTHONPATH=/tmp/site" > /tmp/gpu-env.sh
+    . /tmp/gpu-env.sh
+    cp -r .gpu/model /tmp/model
+    python3 -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers(); print('onnxruntime', o.__version__)" || exit 3
+    timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"
+    timeout 240 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,32,128 --sentences 256 --repeats 3 --out "$OUT/en-de" 2>&1 | quiet
+    timeout 120 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 32,128 --max-length 28 --systems cuda-fp32,cuda-fp16w --out "$OUT/base-random" 2>&1 | quiet
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w 2>&1 | quiet | tail -1
+    timeout 90 python3 -m bench profile-decode --bundle /tmp/bundle --input /tmp/model/test.tsv --provider cuda \
+      --batch 32 --sentences 64 --repeats 1 --threads 4 --out "$OUT/profile-cuda-batch32" 2>&1 | quiet | head -20 ;;
+  measure-server)
+    . /tmp/gpu-env.sh
+    L=(python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 --requests 1024 --deadline 15)
+    timeout 280 "${L[@]}" --levels 1,16,64,128 --servers continuous,continuous:admit-every=4,batch --out "$OUT/load" 2>&1 | quiet
+    timeout 150 "${L[@]}" --mixed --levels 64 --servers continuous,batch --out "$OUT/load-mixed" 2>&1 | quiet | tail -30
+    rm -f "$OUT"/*.png ;;
+  *) echo "unknown step $step"; exit 2 ;;
+esac

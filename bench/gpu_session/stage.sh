@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Stage a GPU measurement session (run here, from the project root, after `make install`). Everything goes
+# to .gpu/ (ignored by git). What worked on 2026-11-25 (docs/inference-core.md, "Measured on an H100"):
+#   bash bench/gpu_session/stage.sh [CHECKPOINT]     (default: runs/en-de-0.7-soup/ship/averaged.pt)
+#   bash bench/gpu_session/stage.sh hide             the two bundles (102 MB) out of what a device run carries
+# then, with the device tool, back to back (the machine goes back after 30 s idle):
+#   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
+#   run 2: bash bench/gpu_session/device.sh measure-engine   carry [".gpu/p2", ".gpu/whl", ".gpu/model"]
+#   run 3: bash bench/gpu_session/device.sh measure-server   (nothing carried: /tmp holds what run 2 set up)
+# and finally here: bash bench/gpu_session/stage.sh unhide
+set -euo pipefail
+G=.gpu
+case "${1:-}" in
+  hide)
+    git rm -r -q --cached models/en-de models/de-en
+    printf '/models/en-de/\n/models/de-en/\n' >> .git/info/exclude
+    echo "bundles hidden from device runs: run 'bash bench/gpu_session/stage.sh unhide' before committing"
+    exit 0 ;;
+  unhide)
+    git reset -q models/en-de models/de-en
+    sed -i '/^\/models\/en-de\/$/d; /^\/models\/de-en\/$/d' .git/info/exclude
+    echo "bundles tracked again"; exit 0 ;;
+esac
+CKPT=${1:-runs/en-de-0.7-soup/ship/averaged.pt}
+PY=.venv/bin/python
+ORT=${ORT_VERSION:-1.31.1}
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+mkdir -p "$G/dl" "$G/whl" "$G/model"
+PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
+      --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+      --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64)
+WHEEL=$G/dl/onnxruntime_gpu-$ORT-cp312-cp312-manylinux_2_28_x86_64.whl
+[ -f "$WHEEL" ] || python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$G/dl" "onnxruntime-gpu==$ORT"
+[ -f "$G/dl/ort.tar.xz" ] || $PY bench/gpu_session/thin_wheel.py "$WHEEL" "$G/dl/ort.tar.xz"
+# What the GPU image lacks for the server and the CLI, at the versions of .venv.
+pins=$($PY - <<'PY'
+import importlib.metadata as m
+names = ["fastapi", "fastapi-offline", "starlette", "pydantic", "pydantic-core", "pydantic-settings", "python-dotenv",
+         "uvicorn", "annotated-types", "annotated-doc", "typing-inspection", "typing-extensions", "httptools",
+         "pysbd", "opentelemetry-api", "polib", "tqdm"]
+pins = []
+for name in names:
+    try:
+        pins.append(f"{name}=={m.version(name)}")
+    except m.PackageNotFoundError:
+        pass
+print(" ".join(pins))
+PY
+)
+python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$G/whl" $pins 2>&1 | grep -v '^WARNING' || true
+# The model: its weights rounded to fp16 (half the size; fp32, fp16 and fp16w graphs exported from it then hold
+# the same weights), the test sentences, and a 16k vocabulary for the untrained base preset.
+$PY - "$CKPT" "$G/model/model.pt" <<'PY'
+import sys, torch
+payload = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+payload["model"] = {k: v.half() if v.is_floating_point() else v for k, v in payload["model"].items()}
+torch.save(payload, sys.argv[2])
+PY
+cp data/en-de/test.tsv "$G/model/test.tsv"
+[ -f "$G/model/base-vocab/spm.model" ] || $PY -m training vocab data/en-de/train.tsv --out "$G/model/base-vocab" --size 16000
+# Parts: what travels with every run anyway is the working tree (hide the bundles first).
+tree_kib=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+[ "$tree_kib" -lt 20000 ] || { echo "the working tree is $((tree_kib / 1024)) MiB: run '$0 hide' first"; exit 1; }
+rm -rf "$G/p1" "$G/p2"; mkdir -p "$G/p1" "$G/p2"
+split -b "$(( 60 - tree_kib / 1024 ))M" -d -a 1 "$G/dl/ort.tar.xz" "$G/dl/chunk."
+mv "$G/dl/chunk.0" "$G/p1/"; cat "$G"/dl/chunk.* > "$G/p2/chunk.1" 2>/dev/null; rm -f "$G"/dl/chunk.*
+sha256sum "$G/dl/ort.tar.xz" | cut -d' ' -f1 > "$G/p2/sha"
+du -sh "$G/p1" "$G/p2" "$G/whl" "$G/model"
+echo "staged; next: the three device runs in this script's header"

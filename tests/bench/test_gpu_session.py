@@ -1,0 +1,58 @@
+"""bench/gpu_session: the onnxruntime-gpu wheel thinned to one GPU generation for the device tool's transfers."""
+
+from __future__ import annotations
+
+import io
+import lzma
+import struct
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+from bench.gpu_session.thin_wheel import MAGIC, thin
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def container(images: list[tuple[int, bytes]]) -> bytes:
+    """A fatbin container as the CUDA toolchain lays it out: a 16-byte header, then per image a 64-byte header
+    (kind, version, header size, payload size, ..., the compute capability at byte 28) and its payload."""
+    body = b""
+    for sm, payload in images:
+        header = bytearray(64)
+        struct.pack_into("<HHII", header, 0, 2, 0x0101, 64, len(payload))
+        struct.pack_into("<I", header, 28, sm)
+        body += bytes(header) + payload
+    return MAGIC + struct.pack("<HHQ", 1, 16, len(body)) + body
+
+
+def test_only_the_kept_generation_keeps_its_kernels() -> None:
+    a, b, c, d, e = (bytes([v]) * 3 for v in (0xA1, 0xB2, 0xC3, 0xD4, 0xE5))  # bytes no header holds
+    images = [(80, a * 33), (90, b * 17), (120, c * 10)]
+    data = bytearray(b"ELF-prefix" + container(images) + b"tail" + container([(90, d * 3), (86, e * 3)]))
+    before = len(data)
+    kept, zeroed = thin(data, 90)
+    assert (kept, zeroed) == (2, 99 + 30 + 9)
+    assert len(data) == before  # the layout does not move
+    assert b * 17 in data and d * 3 in data
+    assert a not in data and c not in data and e not in data
+    assert data.startswith(b"ELF-prefix") and b"tail" in data
+
+
+def test_the_thinned_package_unpacks_with_the_kept_kernels(tmp_path: Path) -> None:
+    wheel = tmp_path / "onnxruntime_gpu-0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("onnxruntime/__init__.py", "x = 1\n")
+        z.writestr("onnxruntime/capi/libonnxruntime_providers_cuda.so", container([(75, b"F" * 40), (90, b"G" * 40)]))
+        z.writestr("onnxruntime/capi/libonnxruntime_providers_tensorrt.so", b"trt")
+    out = tmp_path / "ort.tar.xz"
+    script = ROOT / "bench" / "gpu_session" / "thin_wheel.py"
+    subprocess.run([sys.executable, str(script), str(wheel), str(out)], check=True, capture_output=True)
+    with lzma.open(out) as xz, tarfile.open(fileobj=io.BytesIO(xz.read())) as tar:
+        names = tar.getnames()
+        cuda = tar.extractfile("onnxruntime/capi/libonnxruntime_providers_cuda.so").read()  # type: ignore[union-attr]
+    assert "onnxruntime/__init__.py" in names
+    assert not any(n.endswith("tensorrt.so") for n in names)
+    assert b"G" * 40 in cuda and b"F" not in cuda
