@@ -30,6 +30,7 @@ case "$step" in
     timeout 120 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab --input /tmp/model/test.tsv --beams 4 \
       --batch-sizes 32,128 --max-length 28 --systems cuda-fp32,cuda-fp16w --out "$OUT/base-random" 2>&1 | quiet
     python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w 2>&1 | quiet | tail -1
+    timeout 60 python3 bench/gpu_session/placement.py /tmp/bundle --out "$OUT/placement.json" 2>&1 | tail -40
     timeout 90 python3 -m bench profile-decode --bundle /tmp/bundle --input /tmp/model/test.tsv --provider cuda \
       --batch 32 --sentences 64 --repeats 1 --threads 4 --out "$OUT/profile-cuda-batch32" 2>&1 | quiet | head -20 ;;
   measure-server)

@@ -56,3 +56,26 @@ def test_the_thinned_package_unpacks_with_the_kept_kernels(tmp_path: Path) -> No
     assert "onnxruntime/__init__.py" in names
     assert not any(n.endswith("tensorrt.so") for n in names)
     assert b"G" * 40 in cuda and b"F" not in cuda
+
+
+def test_node_placements_are_read_from_the_verbose_log() -> None:
+    from bench.gpu_session.placement import placements
+
+    prefix = "2026-11-25 10:53:06.79 [V:onnxruntime:, session_state.cc:1581 VerifyEachNodeIsAssignedToAnEp]"
+    mixed = "\n".join(
+        [
+            f"{prefix} Node placements",
+            f"{prefix}  Node(s) placed on [CUDAExecutionProvider]. Number of nodes: 2",
+            f"{prefix}   MatMul (/a/MatMul)",
+            f"{prefix}   Add (/a/Add)",
+            f"{prefix}  Node(s) placed on [CPUExecutionProvider]. Number of nodes: 1",
+            f"{prefix}   Range (/Range)",
+            "2026-11-25 10:53:06.80 [V:onnxruntime:, other.cc:1 Other]   not a node",
+        ]
+    )
+    counts, nodes = placements(mixed)
+    assert counts == {"CUDAExecutionProvider": 2, "CPUExecutionProvider": 1}
+    assert nodes["CPUExecutionProvider"] == ["Range (/Range)"]
+    assert nodes["CUDAExecutionProvider"] == ["MatMul (/a/MatMul)", "Add (/a/Add)"]
+    single = f"{prefix}  All nodes placed on [CPUExecutionProvider]. Number of nodes: 109"
+    assert placements(single) == ({"CPUExecutionProvider": 109}, {"CPUExecutionProvider": []})
