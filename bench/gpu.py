@@ -80,20 +80,22 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
     if args.random:
         args.checkpoint = str(random_checkpoint(args.random, Path(args.vocab), work / "random.pt"))
+    systems = [s for s in SYSTEMS if s == "cuda-fp32" or s in args.systems.split(",")]
     engines: dict[str, Engine] = {}
-    for dtype in ("fp32", "fp16"):
-        print(f"exporting {dtype} ...", flush=True)
-        export_bundle(args.checkpoint, work / dtype, dtype=dtype)
-    print("exporting fp16w (the cuda/ graphs only) ...", flush=True)
-    export_bundle(args.checkpoint, work / "fp16w", gpu_dtype="fp16w")
+    # the graphs each system needs: fp32 and fp16 as main graphs, fp16w as the cuda/ variant
+    exports = {"fp32": {"dtype": "fp32"}, "fp16": {"dtype": "fp16"}, "fp16w": {"gpu_dtype": "fp16w"}}
+    needed = {"fp32", *(s.removeprefix("cuda-") for s in systems if s in ("cuda-fp16", "cuda-fp16w"))}
+    for name, how in exports.items():
+        if name in needed:
+            print(f"exporting {name} ...", flush=True)
+            export_bundle(args.checkpoint, work / name, **how)
     try:
-        engines["cuda-fp32"] = Engine.load(work / "fp32", provider="cuda")
-        engines["cuda-fp16"] = Engine.load(work / "fp16", provider="cuda")
-        engines["cuda-fp16w"] = Engine.load(work / "fp16w", provider="cuda")
+        for name in sorted(needed):
+            engines[f"cuda-{name}"] = Engine.load(work / name, provider="cuda")
     except EngineError as err:
         raise SystemExit(f"CUDA provider unusable: {err}") from err
-    engines["cpu-fp32"] = Engine.load(work / "fp32", provider="cpu", threads=args.cpu_threads)
-    systems = [s for s in SYSTEMS if s == "cuda-fp32" or s in args.systems.split(",")]
+    if "cpu-fp32" in systems:
+        engines["cpu-fp32"] = Engine.load(work / "fp32", provider="cpu", threads=args.cpu_threads)
     if args.bundle:
         engines["bundle-cuda"] = Engine.load(args.bundle, provider="cuda")
         engines["bundle-main-on-cuda"] = Engine.load(args.bundle, provider="cuda", graphs="main")

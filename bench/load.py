@@ -191,11 +191,14 @@ async def closed_loop(
         client_cpu = time.process_time() - client_cpu0  # this process: the clients (the engine here is idle)
         loop_cpu, other_cpu = cpu_split(server_cpu0, thread_cpu_seconds(server_pid), server_pid)
         after = (await client.get("/metrics")).text
-    b_sum0, b_count0 = histogram_totals(before, "mt_batch_size_sentences")
-    b_sum1, b_count1 = histogram_totals(after, "mt_batch_size_sentences")
-    batches = b_count1 - b_count0
-    (s_sum0, s_count0), (s_sum1, s_count1) = (histogram_totals(m, "mt_step_duration_seconds") for m in (before, after))
-    (a_sum0, a_count0), (a_sum1, a_count1) = (histogram_totals(m, "mt_admit_duration_seconds") for m in (before, after))
+
+    def grown(name: str) -> tuple[float, float]:  # (sum, count) a histogram gained during the level
+        (sum0, count0), (sum1, count1) = histogram_totals(before, name), histogram_totals(after, name)
+        return sum1 - sum0, count1 - count0
+
+    sentences, batches = grown("mt_batch_size_sentences")
+    step_s, steps = grown("mt_step_duration_seconds")
+    admit_s, admissions = grown("mt_admit_duration_seconds")
     return {
         "clients": clients,
         "answered": len(latencies),
@@ -207,13 +210,13 @@ async def closed_loop(
         "p99_ms": 1000 * percentile(latencies, 99),
         "p50_ms_by_words": p50_by_length(timed),
         "batches": batches,
-        "mean_batch": (b_sum1 - b_sum0) / batches if batches else 0.0,
+        "mean_batch": sentences / batches if batches else 0.0,
         "server_rss_mib": (metric(after, "process_resident_memory_bytes") or 0.0) / 2**20,
         # continuous scheduler only: decoder steps and admissions (encoder + merge) of its running sets
-        "steps": s_count1 - s_count0,
-        "step_s": s_sum1 - s_sum0,
-        "admissions": a_count1 - a_count0,
-        "admit_s": a_sum1 - a_sum0,
+        "steps": steps,
+        "step_s": step_s,
+        "admissions": admissions,
+        "admit_s": admit_s,
         "client_cpu_s": client_cpu,
         "server_loop_cpu_s": loop_cpu,
         "server_other_cpu_s": other_cpu,
