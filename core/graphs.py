@@ -22,6 +22,12 @@ GRAPHS = ("encoder", "decoder", "select", "merge", "trim")
 sentences' memory; merge: append new sentences' memory to the running set's; trim: drop the cache columns
 and source positions no running sentence still reads."""
 
+STATIC_GRAPHS = ("static_decoder", "place")
+"""Optional, in the GPU graph set (docs/bundle.md, "Static shapes"): static_decoder is the decoder step with a
+cache of fixed width (the oldest column dropped as the new one is appended), so that every step of a running
+set has the same shapes and a GPU can replay it as one captured CUDA graph; place writes new sentences' memory
+into given rows (slots) of a fixed-size memory, padded to its source width."""
+
 
 def cache_names(prefix: str, layers: int) -> list[str]:
     """Per-layer key/value tensors: ``prefix`` "past" (decoder inputs) or "present" (decoder outputs), each
@@ -100,6 +106,17 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
             TensorSpec("attention", "float32", ("batch", "hyps", "src_len")),
         ]
         return GraphSpec(role, (*fixed_in, *memory, *past), (*fixed_out, *present))
+    if role == "static_decoder":
+        decoder = graph_spec("decoder", layers, heads, d_head)
+        cache = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
+        cache_out = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("present", layers)]
+        steps_in, steps_out = decoder.inputs[: -len(cache)], decoder.outputs[: -len(cache_out)]
+        return GraphSpec(role, (*steps_in, *cache), (*steps_out, *cache_out))
+    if role == "place":
+        new = _renamed(memory, "new_", "new_batch")
+        new = [TensorSpec(t.name, t.dtype, tuple("new_src_len" if s == "src_len" else s for s in t.shape)) for t in new]
+        placed = [TensorSpec("placed_" + t.name, t.dtype, t.shape) for t in memory]
+        return GraphSpec(role, (*memory, *new, TensorSpec("slots", "int64", ("new_batch",))), tuple(placed))
     if role == "select":
         kept = [TensorSpec("kept_" + t.name, t.dtype, ("kept", *t.shape[1:])) for t in memory]
         return GraphSpec(role, (*memory, TensorSpec("keep", "int64", ("kept",))), tuple(kept))
@@ -123,4 +140,4 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         ]
         trimmed += [TensorSpec("trimmed_" + t.name, FLOAT, ("rows", heads, "kept_steps", d_head)) for t in past]
         return GraphSpec(role, (*memory, *past, *cut), tuple(trimmed))
-    raise ValueError(f"unknown graph role {role!r}: a bundle holds {', '.join(GRAPHS)}")
+    raise ValueError(f"unknown graph role {role!r}: a bundle holds {', '.join(GRAPHS + STATIC_GRAPHS)}")

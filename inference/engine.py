@@ -29,12 +29,13 @@ import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
 from core.bundle import BundleError, graph_files, read_manifest
-from core.graphs import GRAPHS, cache_names, graph_spec, memory_names
+from core.graphs import GRAPHS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.sampling import sample
+from inference.static_state import BufferPool, StaticState
 
 log = logging.getLogger(__name__)
 
@@ -110,21 +111,7 @@ class DeviceState:
         self.cached = 0  # columns in the cache
 
     def _run(self, role: str, inputs: dict[str, Any], outputs: list[str], cpu: int = 0) -> list[Any]:
-        """Run a graph with IO binding; the first ``cpu`` outputs come back to the host, the rest stay on the
-        device. Values are onnxruntime's pybind OrtValues (``.numpy()`` reads one): the public wrappers around
-        them cost ~20 µs a decoder step, 8 % of a step at batch 1 on the CPU (docs/bundle.md)."""
-        engine = self.engine
-        binding = _C.SessionIOBinding(engine.raw_sessions[role])
-        for name, value in inputs.items():
-            if isinstance(value, np.ndarray):
-                binding.bind_input(name, value)
-            else:
-                binding.bind_ortvalue_input(name, value)
-        for i, name in enumerate(outputs):
-            binding.bind_output(name, engine.cpu_device if i < cpu else engine.c_device)
-        engine.raw_sessions[role].run_with_iobinding(binding, None)
-        values = binding.get_outputs()
-        return [values[i] for i in range(len(outputs))]
+        return self.engine.run_graph(role, inputs, outputs, cpu)
 
     def admit(self, sources: list[list[int]]) -> None:
         engine = self.engine
@@ -202,9 +189,8 @@ class RunningSet:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.search = BeamSearch(
-            DeviceState(engine), vocab_size=engine.vocab_size, bos_id=engine.bos_id, eos_id=engine.eos_id
-        )
+        state = StaticState(engine) if engine.static_step else DeviceState(engine)
+        self.search = BeamSearch(state, vocab_size=engine.vocab_size, bos_id=engine.bos_id, eos_id=engine.eos_id)
         self._sources: dict[Hashable, tuple[list[int], list[str], bool, DecodeOptions]] = {}
         self._ready: list[tuple[Hashable, Translation]] = []
 
@@ -287,6 +273,13 @@ class Engine:
         self.float_type = _FLOAT_TYPES[past_type]
         specials = manifest["special_ids"]
         self.pad_id, self.bos_id, self.eos_id = specials["pad"], specials["bos"], specials["eos"]
+        self.threads, self.spinning, self.providers = 0, False, [self.provider]
+        self.static_step = False
+        """Running sets keep fixed-shape state (inference/static_state.py) instead of ``DeviceState``."""
+        self.cuda_graph = False
+        """Static steps are captured and replayed as CUDA graphs (static_step on CUDA)."""
+        self.static_decoder_path: Path | None = None
+        self.static_pool = BufferPool(self)
 
     @classmethod
     def load(
@@ -297,6 +290,8 @@ class Engine:
         threads: int = 0,
         spinning: bool = False,
         graphs: str = "auto",
+        static_step: bool = False,
+        cuda_graph: bool = True,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -307,6 +302,10 @@ class Engine:
         ``threads`` sets onnxruntime's intra-op threads (0: its default, one per physical core).
         ``spinning`` lets idle intra-op threads busy-wait for work: a little lower latency on a machine
         of its own, much slower when the cores are shared (measured in docs/bundle.md).
+
+        ``static_step`` decodes with fixed-shape state (inference/static_state.py; the graph set must have the
+        static graphs: ``export --static-step``); on CUDA each step is then captured once and replayed as a
+        CUDA graph, unless ``cuda_graph`` is False.
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -323,16 +322,15 @@ class Engine:
         providers = choose_providers(provider)
         variant = choose_graphs(manifest, graphs, providers[0])
         files = graph_files(manifest, variant)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(0, threads)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if not spinning:  # idle pool threads sleep instead of spinning: see docs/bundle.md
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if static_step and not all(role in files for role in STATIC_GRAPHS):
+            raise EngineError(
+                f"static_step: the {variant or 'main'} graphs of {bundle} lack {', '.join(STATIC_GRAPHS)}; re-export "
+                "the bundle with `--gpu-dtype fp16w --static-step` (and load the cuda graphs: graphs='cuda' or auto "
+                "on a GPU)"
+            )
+        options = _session_options(threads, spinning)
         sessions = {}
-        for role in GRAPHS:
+        for role in (*GRAPHS, *(("place",) if static_step else ())):
             path = bundle / files[role]
             try:
                 session = ort.InferenceSession(str(path), options, providers=providers)
@@ -342,6 +340,11 @@ class Engine:
             sessions[role] = session
         engine = cls(bundle, manifest, tokenizer, sessions)
         engine.graphs = variant or "main"
+        engine.threads, engine.spinning, engine.providers = threads, spinning, providers
+        if static_step:
+            engine.static_step = True
+            engine.static_decoder_path = bundle / files["static_decoder"]
+            engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
         if providers[0] != engine.provider:
             log.warning(
                 "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider
@@ -368,6 +371,31 @@ class Engine:
         export = self.manifest.get("export", {})
         quantize = export.get("quantize", "none")
         return str(quantize if quantize != "none" else export.get("dtype", "fp32"))
+
+    def run_graph(
+        self, role: str, inputs: dict[str, Any], outputs: list[str], cpu: int = 0, bound: dict[str, Any] | None = None
+    ) -> list[Any]:
+        """Run a graph with IO binding; the first ``cpu`` of ``outputs`` come back to the host, the rest stay on
+        the device; ``bound`` outputs are written into the given OrtValues. Values are onnxruntime's pybind
+        OrtValues (``.numpy()`` reads one): the public wrappers around them cost ~20 µs a decoder step, 8 % of a
+        step at batch 1 on the CPU (docs/bundle.md)."""
+        binding = _C.SessionIOBinding(self.raw_sessions[role])
+        for name, value in inputs.items():
+            if isinstance(value, np.ndarray):
+                binding.bind_input(name, value)
+            else:
+                binding.bind_ortvalue_input(name, value)
+        for i, name in enumerate(outputs):
+            binding.bind_output(name, self.cpu_device if i < cpu else self.c_device)
+        for name, value in (bound or {}).items():
+            binding.bind_ortvalue_output(name, value)
+        self.raw_sessions[role].run_with_iobinding(binding, None)
+        values = binding.get_outputs()
+        return [values[i] for i in range(len(outputs))]
+
+    def session_options(self) -> ort.SessionOptions:
+        """Options for another session of this engine: threads and spinning as load() opened the others."""
+        return _session_options(self.threads, self.spinning)
 
     def tokenize(self, text: str) -> list[int]:
         """Source ids without EOS; [] for empty text; unknown characters become the unk id."""
@@ -485,6 +513,18 @@ class Engine:
                     f"source {source}, position {position}: id {token!r} is outside the "
                     f"vocabulary 0..{self.vocab_size - 1}"
                 )
+
+
+def _session_options(threads: int, spinning: bool) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(0, threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if not spinning:  # idle pool threads sleep instead of spinning: see docs/bundle.md
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
 
 def _check_options(options: DecodeOptions) -> None:

@@ -49,3 +49,22 @@ def tiny_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory)
         tiny_checkpoint, out, name="tiny-reverse", version="1", source_language="en", target_language="de"
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_static_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint exported with a GPU set (fp32) that has the static-shape graphs (``--static-step``)."""
+    from training.export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "tiny-static"
+    export_bundle(
+        tiny_checkpoint,
+        out,
+        name="tiny-reverse",
+        version="1",
+        source_language="en",
+        target_language="de",
+        gpu_dtype="fp32",
+        static_step=True,
+    )
+    return out

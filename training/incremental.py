@@ -120,9 +120,13 @@ class DecoderStep(nn.Module):
     BOS) get a -inf bias folded into the output bias instead of a scatter over the logits.
     """
 
-    def __init__(self, model: Transformer, attention_layer: int = -1):
+    def __init__(self, model: Transformer, attention_layer: int = -1, static: bool = False):
         super().__init__()
         self.model = model
+        self.static = static
+        """The static-shape step (core/graphs.py, ``static_decoder``): the cache keeps its ``T`` columns, the
+        oldest dropped as the new one is appended, so every step has the same shapes and a GPU can replay it
+        as one captured graph. Each sentence's own columns are the last ``position + 1``, as before."""
         layers = len(model.decoder_layers)
         if not -layers <= attention_layer < layers:
             raise ValueError(f"attention_layer={attention_layer} is outside the {layers} decoder layers")
@@ -147,10 +151,20 @@ class DecoderStep(nn.Module):
         # Gather, Unsqueeze and Concat nodes per use, and every node costs a few microseconds per step.
         offsets = positions[:, None].expand(-1, tokens.size(1)).reshape(-1, 1)  # (rows, 1): each row's position
         x = model.decoder_embed(tokens.reshape(-1, 1), offset=offsets).reshape(-1, d_model)
-        # Key j of the T + 1 a row sees is its sentence's when j >= T - position (the cache is right-aligned).
+        # Key j of the C a row sees (C = T + 1, or T when static) is its sentence's when j >= C - 1 - position
+        # (the cache is right-aligned).
         cached = past[0].size(2)
-        columns = torch.arange(cached + 1, device=tokens.device)
-        self_mask = (columns < cached - offsets)[:, None, None, :]  # (rows, 1, 1, T + 1), True: not its own
+        if self.static:
+            columns = torch.arange(cached, device=tokens.device)
+            self_mask = (columns < cached - 1 - offsets)[:, None, None, :]  # (rows, 1, 1, T), True: not its own
+        else:
+            columns = torch.arange(cached + 1, device=tokens.device)
+            self_mask = (columns < cached - offsets)[:, None, None, :]  # (rows, 1, 1, T + 1)
+
+        def cached_rows(t: Tensor) -> Tensor:  # the rows' past, without the oldest column when static
+            rows = t.index_select(0, reorder)
+            return rows[:, :, 1:] if self.static else rows
+
         memory_mask = src_mask[:, None, None, :]
         present: list[Tensor] = []
         attention: list[Tensor] = []
@@ -160,8 +174,8 @@ class DecoderStep(nn.Module):
                 q, k_new, v_new = (
                     t.reshape(-1, heads, 1, d_head) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj])
                 )
-                keys = torch.cat([past[2 * i].index_select(0, reorder), k_new], dim=2)
-                values = torch.cat([past[2 * i + 1].index_select(0, reorder), v_new], dim=2)
+                keys = torch.cat([cached_rows(past[2 * i]), k_new], dim=2)
+                values = torch.cat([cached_rows(past[2 * i + 1]), v_new], dim=2)
                 present.extend((keys, values))
                 out, _ = attn.attend(q, keys, values, self_mask)
                 return _linear(out.reshape(-1, d_model), attn.out_proj)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from core.translation import DecodeOptions, Translation
-from inference.engine import DeviceState, Engine
+from inference.engine import Engine
+from inference.static_state import Dims, StaticState
 from testkit.synthetic import make_pairs
 from training.checkpoint import load_model
 from training.decode import Output, attention_map, beam_search, greedy, strip_eos
@@ -26,8 +27,13 @@ TEXTS = [s for s, _ in PAIRS] + [
 BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_bundle: Path) -> Engine:
+@pytest.fixture(scope="module", params=["dynamic", "static"])
+def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
+    """The engine as it runs by default, and with fixed-shape state (inference/static_state.py), which on a
+    GPU replays each step as a CUDA graph: both must decode exactly like the reference."""
+    if request.param == "static":
+        bundle = request.getfixturevalue("tiny_static_bundle")
+        return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
     return Engine.load(tiny_bundle, provider="cpu", threads=1)
 
 
@@ -203,13 +209,18 @@ def test_running_set_admits_between_steps_like_the_reference(
     """Sentences join a running set at random steps, each with its own options, some are dropped: every
     answered one equals the PyTorch reference decoding it alone, token for token; none is lost or doubled."""
     graphs: list[str] = []
-    run = DeviceState._run
+    run, resize = Engine.run_graph, StaticState._resize
 
-    def counted(self: DeviceState, role: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(self: Engine, role: str, *args, **kwargs):  # type: ignore[no-untyped-def]
         graphs.append(role)
         return run(self, role, *args, **kwargs)
 
-    monkeypatch.setattr(DeviceState, "_run", counted)
+    def resized(self: StaticState, dims: Dims) -> None:
+        graphs.append("resize")
+        resize(self, dims)
+
+    monkeypatch.setattr(Engine, "run_graph", counted)
+    monkeypatch.setattr(StaticState, "_resize", resized)
     rng = np.random.default_rng(seed)
     order = [int(i) for i in rng.permutation(len(sources) * 2)]  # every source twice, as different requests
     jobs = [(key, sources[key % len(sources)], MIXED[int(rng.integers(len(MIXED)))]) for key in order]
@@ -232,7 +243,10 @@ def test_running_set_admits_between_steps_like_the_reference(
             results[key] = translation
         widest = max(widest, len(running))
     assert len(results) + len(dropped) == len(sources) * 2 and widest > 1
-    assert {"merge", "select", "trim"} <= set(graphs), "the state graphs should all have run"
+    if engine.static_step:  # sentences placed into free slots; the state moved to larger buckets
+        assert {"place", "resize"} <= set(graphs) and not {"merge", "select", "trim"} & set(graphs)
+    else:
+        assert {"merge", "select", "trim"} <= set(graphs), "the state graphs should all have run"
     for key, translation in results.items():
         source = sources[int(key) % len(sources)]  # type: ignore[call-overload]
         _assert_same(translation, _reference(model, source, options_of[key]), engine.eos_id)

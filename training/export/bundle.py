@@ -23,7 +23,7 @@ import onnx
 import torch
 
 from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
-from core.graphs import GRAPHS
+from core.graphs import GRAPHS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export.common import (
@@ -56,6 +56,7 @@ def export_bundle(
     opset: int = DEFAULT_OPSET,
     attention_layer: int = -1,
     gpu_dtype: str = "none",
+    static_step: bool = False,
     scores: dict[str, Any] | None = None,
     test_file: str | Path | None = None,
     tolerance: float | None = None,
@@ -64,8 +65,11 @@ def export_bundle(
     """Write a bundle for ``checkpoint`` into ``out_dir`` and return its manifest.
 
     The bundle is assembled in a sibling temporary directory and moved into place only once the parity
-    check has passed, so ``out_dir`` never holds half a bundle.
+    check has passed, so ``out_dir`` never holds half a bundle. ``static_step`` adds the static-shape graphs
+    (static_decoder, place) to the GPU set, for the engine's ``static_step`` mode (docs/inference-core.md).
     """
+    if static_step and gpu_dtype == "none":
+        raise ExportError("--static-step adds graphs to the GPU set: name its dtype with --gpu-dtype too")
     if dtype not in DTYPES:
         raise ExportError(f"dtype={dtype!r}: use one of {', '.join(DTYPES)}")
     if quantize not in QUANTIZATIONS:
@@ -93,11 +97,11 @@ def export_bundle(
         started = time.perf_counter()
         fp32_dir = work / "fp32"
         fp32_dir.mkdir()
-        trace_graphs(model, fp32_dir, opset, attention_layer)
+        trace_graphs(model, fp32_dir, opset, attention_layer, static=static_step)
         bundle = work / "bundle"
         write_graphs(model, fp32_dir, bundle, mode, quantize)
         if gpu_dtype != "none":
-            write_graphs(model, fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none")
+            write_graphs(model, fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
         shutil.rmtree(fp32_dir)
         write_vocab_files(vocab_files, bundle)
         tokenizer = Tokenizer(bundle)
@@ -115,7 +119,10 @@ def export_bundle(
             variants[GPU_VARIANT] = {
                 "dtype": gpu_dtype,
                 "provider": "CUDAExecutionProvider",
-                "graphs": {role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle) for role in GRAPHS},
+                "graphs": {
+                    role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle)
+                    for role in (*GRAPHS, *(STATIC_GRAPHS if static_step else ()))
+                },
                 "parity": gpu_parity,
             }
         manifest = build_manifest(

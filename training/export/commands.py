@@ -40,6 +40,7 @@ def _run(args: argparse.Namespace) -> int:
         opset=args.opset,
         attention_layer=args.attention_layer,
         gpu_dtype=args.gpu_dtype,
+        static_step=args.static_step,
         scores=scores_arg(args.scores),
         test_file=args.test_file,
         tolerance=args.tolerance,
@@ -89,6 +90,12 @@ def register(subparsers: Any) -> None:
         "provider (the main graphs stay for the CPU; e.g. --quantize int8-channel --gpu-dtype fp16w). fp16w: "
         "fp32 arithmetic, weights stored as fp16 (the size of fp16 graphs; faster than fp16 on an H100, "
         "docs/inference-core.md). Default: none",
+    )
+    p.add_argument(
+        "--static-step",
+        action="store_true",
+        help="also write the static-shape decoder step and the place graph into the GPU set (with --gpu-dtype): "
+        "what the engine's static_step mode runs, and replays as CUDA graphs on a GPU (docs/inference-core.md)",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(

@@ -18,7 +18,8 @@ from training.incremental import DecoderStep, EncoderGraph, decoder_example, enc
 from training.model import Transformer
 
 
-def trace_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int) -> None:
+def trace_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int, static: bool = False) -> None:
+    """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx."""
     encoder, decoder = spec("encoder", model), spec("decoder", model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and deprecation warnings about the legacy exporter
@@ -44,13 +45,29 @@ def trace_graphs(model: Transformer, directory: Path, opset: int, attention_laye
             opset_version=opset,
             do_constant_folding=True,
         )
+        if static:
+            static_decoder = spec("static_decoder", model)
+            torch.onnx.export(
+                DecoderStep(model, attention_layer, static=True),
+                decoder_example(model, step=5),  # wider than every example position: the static cache's rule
+                str(directory / GRAPH_FILES["static_decoder"]),
+                dynamo=False,
+                input_names=static_decoder.input_names,
+                output_names=static_decoder.output_names,
+                dynamic_axes=static_decoder.dynamic_axes,
+                opset_version=opset,
+                do_constant_folding=True,
+            )
 
 
-def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str) -> None:
+def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str, static: bool = False) -> None:
     """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
-    (converted to ``mode``: fp32, fp16, fp16w or int8), then the state graphs typed like the encoder's outputs."""
+    (converted to ``mode``: fp32, fp16, fp16w or int8), then the state graphs typed like the encoder's outputs.
+    With ``static`` also the static-shape pair (core/graphs.py ``STATIC_GRAPHS``): static_decoder, converted
+    like the decoder, and place."""
     out.mkdir(parents=True)
-    for role_file in (ENCODER_FILE, DECODER_FILE):
+    model_files = [ENCODER_FILE, DECODER_FILE] + ([GRAPH_FILES["static_decoder"]] if static else [])
+    for role_file in model_files:
         src, dst = fp32_dir / role_file, out / role_file
         if mode == "fp16":
             to_fp16(src, dst)
@@ -62,19 +79,21 @@ def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quant
             shutil.copyfile(src, dst)
         onnx.checker.check_model(str(dst), full_check=True)
     encoder_graph = onnx.load(str(out / ENCODER_FILE))
-    for role in ("select", "merge", "trim"):
+    for role in ("select", "merge", "trim", *(("place",) if static else ())):
         onnx.save(state_graph(role, encoder_graph, model), str(out / GRAPH_FILES[role]))
         onnx.checker.check_model(str(out / GRAPH_FILES[role]), full_check=True)
 
 
 def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx.ModelProto:
-    """select, merge or trim: the small graphs that reshape the running set's device state between steps.
+    """select, merge, trim or place: the small graphs that reshape the running set's device state between steps.
 
     They only gather, pad, concatenate and slice, so they are written directly in ONNX, typed like the
     encoder's outputs (fp16 bundles stay fp16): select keeps some sentences' memory (``keep``, one Gather per
     tensor); merge pads the running and the new sentences' memory to the longer source (padding masked) and
     stacks them; trim cuts the memory's source axis to ``src_len`` and drops the first ``start`` columns of
-    every cache tensor.
+    every cache tensor; place pads new sentences' memory to the running set's source width and writes it into
+    the rows ``slots`` (ScatterND; the engine binds the output to the input's own buffer, so the fixed-size
+    memory of a static running set is updated where it lies).
     """
     from onnx import TensorProto, helper
 
@@ -118,6 +137,21 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
             else:
                 constants.append(helper.make_tensor(f"fill_{t.name}", float_type, [], [0]))
             nodes.append(helper.make_node("Concat", padded, [f"merged_{t.name}"], axis=0))
+    elif role == "place":
+        for t in contract.inputs[: 1 + 2 * layers]:
+            axis, rank, new = t.source_axis, len(t.shape), "new_" + t.name
+            nodes.append(helper.make_node("Shape", [t.name], [f"{t.name}_width"], start=axis, end=axis + 1))
+            nodes.append(helper.make_node("Shape", [new], [f"{new}_len"], start=axis, end=axis + 1))
+            nodes.append(helper.make_node("Sub", [f"{t.name}_width", f"{new}_len"], [f"{new}_short"]))
+            pads = ["zero"] * (rank + axis) + [f"{new}_short"] + ["zero"] * (rank - axis - 1)
+            nodes.append(helper.make_node("Concat", pads, [f"{new}_pads"], axis=0))
+            nodes.append(helper.make_node("Pad", [new, f"{new}_pads", f"fill_{t.name}"], [f"{new}_padded"]))
+            padding = [True] if t.dtype == "bool" else [0]
+            constants.append(
+                helper.make_tensor(f"fill_{t.name}", TensorProto.BOOL if t.dtype == "bool" else float_type, [], padding)
+            )
+            nodes.append(helper.make_node("ScatterND", [t.name, "slot_rows", f"{new}_padded"], [f"placed_{t.name}"]))
+        nodes.insert(0, helper.make_node("Unsqueeze", ["slots", "one"], ["slot_rows"]))
     elif role == "trim":
         nodes.append(helper.make_node("Reshape", ["start", "shape_1"], ["start_1"]))
         nodes.append(helper.make_node("Reshape", ["src_len", "shape_1"], ["src_len_1"]))

@@ -110,3 +110,44 @@ def test_fp16w_graphs_hold_half_weights_and_compute_like_fp32_on_rounded_weights
     for a, b in zip(w16.translate(texts, options_4), reference.translate(texts, options_4), strict=True):
         assert [h.token_ids for h in a.hypotheses] == [h.token_ids for h in b.hypotheses]
         assert [h.score for h in a.hypotheses] == pytest.approx([h.score for h in b.hypotheses], abs=1e-4)
+
+
+def test_static_step_graphs_are_listed_and_fold_to_fixed_shapes(tiny_static_bundle: Path, tiny_bundle: Path) -> None:
+    """``--static-step`` adds static_decoder and place to the GPU set. With its free dimensions fixed, onnxruntime
+    folds every shape computation of the static decoder away: what CUDA graph capture needs (no Shape node, whose
+    output the CUDA provider keeps on the host)."""
+    import collections
+
+    import onnx
+    import onnxruntime as ort
+
+    from core.graphs import STATIC_GRAPHS
+
+    manifest = read_manifest(tiny_static_bundle)
+    files = graph_files(manifest, "cuda")
+    assert {role: files[role] for role in STATIC_GRAPHS} == {role: f"cuda/{role}.onnx" for role in STATIC_GRAPHS}
+    assert set(graph_files(manifest)) == set(GRAPHS)
+    assert set(graph_files(read_manifest(tiny_bundle))) == set(GRAPHS)
+    with pytest.raises(EngineError, match="static-step"):
+        Engine.load(tiny_bundle, provider="cpu", threads=1, static_step=True)
+
+    def op_counts(fixed: bool) -> collections.Counter[str]:
+        options = ort.SessionOptions()
+        options.optimized_model_filepath = str(tiny_static_bundle.parent / f"optimized-{fixed}.onnx")
+        if fixed:
+            for name, size in {"batch": 2, "hyps": 4, "rows": 8, "src_len": 16, "steps": 32}.items():
+                options.add_free_dimension_override_by_name(name, size)
+        ort.InferenceSession(str(tiny_static_bundle / files["static_decoder"]), options, providers=["CPUExecutionProvider"])
+        return collections.Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
+
+    assert op_counts(False)["Shape"] > 0  # the check can fail: the dynamic graph computes shapes
+    fixed = op_counts(True)
+    assert fixed["Shape"] == fixed["Range"] == 0 and fixed["TopK"] == 1
+
+
+def test_static_step_needs_a_gpu_set(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from training.export import export_bundle
+    from training.export.common import ExportError
+
+    with pytest.raises(ExportError, match="--gpu-dtype"):
+        export_bundle(tiny_checkpoint, tmp_path / "b", static_step=True)

@@ -1,0 +1,330 @@
+"""A running set's device state in fixed shapes, so that a GPU can replay each decoder step as one CUDA graph.
+
+The engine's default state (``engine.DeviceState``) fits its tensors to the running set: the cache grows by a
+column a step, finished sentences are cut out of the memory, new ones appended. Every step then has new shapes,
+and onnxruntime launches the step's ~100 kernels one by one, each with its host work: on an H100 a step costs
+1.1-1.3 ms whatever the batch (docs/inference-core.md). :class:`StaticState` keeps every tensor at a fixed size
+instead, so that onnxruntime's CUDA provider can capture a step once and then replay it with one launch:
+
+* **slots**: each running sentence owns a slot (a row of the memory, ``hyps`` rows of the cache) from admission
+  to its end. A sentence that leaves frees its slot (nothing is copied); a new one is written into a free slot
+  by the bundle's ``place`` graph, in place. Free slots run along with the others and their outputs are ignored.
+* **the cache keeps its width**: the bundle's ``static_decoder`` graph drops the oldest column as it appends
+  the new one; a sentence's own columns are the last ``position + 1`` (core/graphs.py).
+* **sizes come in buckets** (powers of two: slots, hypotheses per slot, source width, cache columns), and a
+  running set moves to the next bucket only when it must (a copy through the host). Each bucket's decoder is a
+  session of its own whose free dimensions are fixed, so onnxruntime folds every shape computation away.
+* **buffers are reused**: the device tensors of a bucket, and the bindings and CUDA graph ids that point at
+  them, live in a pool on the engine. A finished ``Engine.translate`` hands them back and the next call of the
+  same size replays the graphs already captured.
+* **the bound tensors never move**: per step the host writes tokens, positions and the cache reorder into the
+  same device buffers (``update_inplace``) and reads back the top-k and the attention rows; the cache ping-pongs
+  between two buffers, so each bucket has two graphs per ``k``.
+
+On the CPU the same code runs without capture (the tests check it token for token against the PyTorch reference);
+it is slower there than ``DeviceState`` (attention over the whole bucket), so the engine uses it only when asked
+(``Engine.load(static_step=True)``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnxruntime as ort
+from onnxruntime.capi import _pybind_state as _C
+
+if TYPE_CHECKING:
+    from inference.engine import Engine
+
+MIN_SLOTS = 1
+MIN_HYPS = 4
+"""Beam 4 is the default: a set of new sentences (one hypothesis each) starts at the width it will need."""
+MIN_WIDTH = 16
+MIN_COLUMNS = 32
+"""Most sentences end within 32 tokens; longer ones move their set to 64, 128, 256 columns."""
+
+
+def bucket(n: int, least: int = 1) -> int:
+    """The smallest power of two that is at least ``n`` and ``least``."""
+    size = max(1, least)
+    while size < n:
+        size *= 2
+    return size
+
+
+@dataclass(frozen=True)
+class Dims:
+    slots: int
+    hyps: int
+    """hypothesis rows per slot"""
+    width: int
+    """source positions (EOS included) of the memory"""
+    columns: int
+    """self-attention cache columns"""
+
+    @property
+    def rows(self) -> int:
+        return self.slots * self.hyps
+
+
+class StaticSession:
+    """The static decoder opened for one ``Dims``: its free dimensions fixed (onnxruntime then folds every
+    Shape node); graph ids for CUDA graph capture are handed out per session."""
+
+    def __init__(self, engine: Engine, dims: Dims):
+        options = engine.session_options()
+        for name, value in (
+            ("batch", dims.slots),
+            ("hyps", dims.hyps),
+            ("rows", dims.rows),
+            ("src_len", dims.width),
+            ("steps", dims.columns),
+        ):
+            options.add_free_dimension_override_by_name(name, value)
+        providers: list[Any] = list(engine.providers)
+        if engine.cuda_graph:
+            options.enable_mem_pattern = False
+            providers[0] = (providers[0], {"enable_cuda_graph": "1"})
+        self.session = ort.InferenceSession(str(engine.static_decoder_path), options, providers=providers)
+        self.raw = self.session._sess
+        self._next_id = 0
+        self._lock = threading.Lock()
+
+    def graph_id(self) -> int:
+        """A new CUDA graph annotation id (0 is onnxruntime's own, -1 means no capture)."""
+        with self._lock:
+            self._next_id += 1
+            return self._next_id
+
+
+@dataclass
+class _Binding:
+    binding: Any
+    run_options: Any
+    outputs: tuple[Any, Any, Any]  # top-k log-probs, top-k ids, attention: device OrtValues
+    k: np.ndarray  # the bound k, kept alive
+
+
+@dataclass
+class Buffers:
+    """Every device tensor of one bucket, and the bindings (one per k and cache parity) that point at them."""
+
+    dims: Dims
+    session: StaticSession
+    memory: list[ort.OrtValue]
+    caches: tuple[list[ort.OrtValue], list[ort.OrtValue]]
+    tokens: ort.OrtValue
+    positions: ort.OrtValue
+    reorder: ort.OrtValue
+    bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
+
+
+class BufferPool:
+    """The engine's free ``Buffers`` per ``Dims``, and the decoder session of each ``Dims``; thread-safe."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._sessions: dict[Dims, StaticSession] = {}
+        self._free: dict[Dims, list[Buffers]] = {}
+
+    def acquire(self, dims: Dims) -> Buffers:
+        with self._lock:
+            free = self._free.get(dims)
+            if free:
+                return free.pop()
+            session = self._sessions.get(dims)
+        if session is None:  # opened outside the lock: it takes a while, and a duplicate is harmless
+            session = StaticSession(self.engine, dims)
+            with self._lock:
+                session = self._sessions.setdefault(dims, session)
+        return self._allocate(dims, session)
+
+    def release(self, buffers: Buffers) -> None:
+        with self._lock:
+            self._free.setdefault(buffers.dims, []).append(buffers)
+
+    @property
+    def sessions(self) -> int:
+        return len(self._sessions)
+
+    def _allocate(self, dims: Dims, session: StaticSession) -> Buffers:
+        engine = self.engine
+        arch = engine.manifest["architecture"]
+        heads, d_head = int(arch["n_heads"]), int(arch["d_head"])
+
+        def value(initial: np.ndarray) -> ort.OrtValue:
+            out = ort.OrtValue.ortvalue_from_shape_and_type(list(initial.shape), initial.dtype, *engine.device)
+            out.update_inplace(initial)
+            return out
+
+        # Free slots must stay finite: an all-visible source of zeros (a fully masked one would give NaN).
+        cross = np.zeros((dims.slots, heads, dims.width, d_head), dtype=engine.float_type)
+        memory = [value(np.zeros((dims.slots, dims.width), dtype=bool))]
+        memory += [value(cross) for _ in engine.memory_names[1:]]
+        cache = np.zeros((dims.rows, heads, dims.columns, d_head), dtype=engine.float_type)
+        caches = ([value(cache) for _ in engine.past_names], [value(cache) for _ in engine.past_names])
+        return Buffers(
+            dims,
+            session,
+            memory,
+            caches,
+            tokens=value(np.full((dims.slots, dims.hyps), engine.bos_id, dtype=np.int64)),
+            positions=value(np.zeros(dims.slots, dtype=np.int64)),
+            reorder=value(np.arange(dims.rows, dtype=np.int64)),
+        )
+
+
+def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
+    found = buffers.bindings.get((k, parity))
+    if found is not None:
+        return found
+    dims, session = buffers.dims, buffers.session
+    binding = _C.SessionIOBinding(session.raw)
+    binding.bind_ortvalue_input("tokens", buffers.tokens._ortvalue)
+    binding.bind_ortvalue_input("positions", buffers.positions._ortvalue)
+    binding.bind_ortvalue_input("reorder", buffers.reorder._ortvalue)
+    k_value = np.array(k, dtype=np.int64)  # TopK reads k on the host, on CUDA too
+    binding.bind_input("k", k_value)
+    for name, value in zip(engine.memory_names, buffers.memory, strict=True):
+        binding.bind_ortvalue_input(name, value._ortvalue)
+    for name, value in zip(engine.past_names, buffers.caches[parity], strict=True):
+        binding.bind_ortvalue_input(name, value._ortvalue)
+    for name, value in zip(engine.present_names, buffers.caches[1 - parity], strict=True):
+        binding.bind_ortvalue_output(name, value._ortvalue)
+
+    def out(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
+        return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, *engine.device)
+
+    outputs = (
+        out((dims.slots, dims.hyps, k), np.float32),
+        out((dims.slots, dims.hyps, k), np.int64),
+        out((dims.slots, dims.hyps, dims.width), np.float32),
+    )
+    for name, value in zip(("topk_logprobs", "topk_ids", "attention"), outputs, strict=True):
+        binding.bind_ortvalue_output(name, value._ortvalue)
+    run_options = None
+    if engine.cuda_graph:
+        run_options = ort.RunOptions()
+        run_options.add_run_config_entry("gpu_graph_id", str(session.graph_id()))
+    found = _Binding(binding, run_options, outputs, k_value)
+    buffers.bindings[(k, parity)] = found
+    return found
+
+
+class StaticState:
+    """The device side of a running set (a beam_search.Stepper) in fixed-size, reused buffers (module docstring)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.buffers: Buffers | None = None
+        self.slot_of: list[int] = []
+        """the slot of each running sentence, in the search's order"""
+        self._prev_slots = np.zeros(0, dtype=np.int64)  # the slots of the last step's sentences, in its order
+        self._prev_hyps = 1
+        self._parity = 0  # which of the two caches holds the last step's output
+
+    def admit(self, sources: list[list[int]]) -> None:
+        engine = self.engine
+        new = engine.run_graph("encoder", {"src_ids": engine.source_batch(sources)}, engine.memory_names)
+        width = max(len(ids) for ids in sources) + 1
+        dims = self.buffers.dims if self.buffers else None
+        want = Dims(
+            slots=bucket(len(self.slot_of) + len(sources), dims.slots if dims else MIN_SLOTS),
+            hyps=dims.hyps if dims else MIN_HYPS,
+            width=bucket(width, dims.width if dims else MIN_WIDTH),
+            columns=dims.columns if dims else MIN_COLUMNS,
+        )
+        if want != dims:
+            self._resize(want)
+        buffers = self.buffers
+        assert buffers is not None
+        taken = set(self.slot_of)
+        slots = [s for s in range(want.slots) if s not in taken][: len(sources)]
+        memory = dict(zip(engine.memory_names, (value._ortvalue for value in buffers.memory), strict=True))
+        inputs: dict[str, Any] = {**memory, "slots": np.array(slots, dtype=np.int64)}
+        inputs |= {"new_" + name: value for name, value in zip(engine.memory_names, new, strict=True)}
+        # The outputs are the inputs' own buffers: ScatterND writes the new rows where the memory lies.
+        engine.run_graph("place", inputs, [], bound={"placed_" + name: value for name, value in memory.items()})
+        self.slot_of += slots
+
+    def step(
+        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        engine = self.engine
+        assert self.buffers is not None, "step() before admit()"
+        batch, hyps = tokens.shape
+        dims = self.buffers.dims
+        columns = int(positions.max()) + 1
+        if hyps > dims.hyps or columns > dims.columns:
+            self._resize(
+                Dims(dims.slots, bucket(hyps, dims.hyps), dims.width, bucket(columns, dims.columns)),
+            )
+        buffers = self.buffers
+        assert buffers is not None
+        dims = buffers.dims
+        slots = np.array(self.slot_of, dtype=np.int64)
+        rows = (slots[:, None] * dims.hyps + np.arange(hyps)).reshape(-1)
+        grid = np.full((dims.slots, dims.hyps), engine.bos_id, dtype=np.int64)
+        grid[slots, :hyps] = tokens
+        at = np.zeros(dims.slots, dtype=np.int64)
+        at[slots] = positions
+        order = np.arange(dims.rows, dtype=np.int64)
+        if len(self._prev_slots):
+            sentence, hyp = np.divmod(reorder, self._prev_hyps)
+            source = self._prev_slots[sentence] * dims.hyps + hyp
+        else:
+            source = rows.copy()
+        fresh = np.repeat(positions == 0, hyps)  # a new sentence reads no cached column: any row does
+        source[fresh] = rows[fresh]
+        order[rows] = source
+        buffers.tokens.update_inplace(grid)
+        buffers.positions.update_inplace(at)
+        buffers.reorder.update_inplace(order)
+        graph_k = min(bucket(k), engine.vocab_size)
+        bound = _binding(engine, buffers, graph_k, self._parity)
+        buffers.session.raw.run_with_iobinding(bound.binding, bound.run_options)
+        top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+        self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
+        return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], attention[slots, :hyps]
+
+    def keep(self, sentences: np.ndarray) -> None:
+        self.slot_of = [self.slot_of[i] for i in sentences.tolist()]
+        if not self.slot_of and self.buffers is not None:  # the set is empty: its buffers go back to the pool
+            self.engine.static_pool.release(self.buffers)
+            self.buffers, self._prev_slots, self._prev_hyps, self._parity = None, np.zeros(0, np.int64), 1, 0
+
+    def _resize(self, dims: Dims) -> None:
+        """Move the state to buffers of ``dims`` (at least as large on every axis), through the host."""
+        engine, old = self.engine, self.buffers
+        new = engine.static_pool.acquire(dims)
+        self._copy_state(old, new)
+        self.buffers = new
+        if old is not None:
+            engine.static_pool.release(old)
+
+    def _copy_state(self, old: Buffers | None, new: Buffers) -> None:
+        if old is None:
+            self._parity = 0
+            return
+        a, b = old.dims, new.dims
+        mask = old.memory[0].numpy()
+        grown = np.zeros((b.slots, b.width), dtype=bool)
+        grown[: a.slots] = True  # a running sentence's added source positions are padding
+        grown[: a.slots, : a.width] = mask
+        new.memory[0].update_inplace(grown)
+        for old_value, new_value in zip(old.memory[1:], new.memory[1:], strict=True):
+            cross = old_value.numpy()
+            out = np.zeros((b.slots, *cross.shape[1:2], b.width, cross.shape[3]), dtype=cross.dtype)
+            out[: a.slots, :, : a.width] = cross
+            new_value.update_inplace(out)
+        for old_value, new_value in zip(old.caches[self._parity], new.caches[self._parity], strict=True):
+            cache = old_value.numpy()
+            heads, d_head = cache.shape[1], cache.shape[3]
+            out = np.zeros((b.slots, b.hyps, heads, b.columns, d_head), dtype=cache.dtype)
+            grid = cache.reshape(a.slots, a.hyps, heads, a.columns, d_head)
+            out[: a.slots, : a.hyps, :, b.columns - a.columns :] = grid  # right-aligned: a sentence's are the last
+            new_value.update_inplace(out.reshape(b.rows, heads, b.columns, d_head))
