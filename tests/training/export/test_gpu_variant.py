@@ -137,7 +137,8 @@ def test_static_step_graphs_are_listed_and_fold_to_fixed_shapes(tiny_static_bund
         if fixed:
             for name, size in {"batch": 2, "hyps": 4, "rows": 8, "src_len": 16, "steps": 32}.items():
                 options.add_free_dimension_override_by_name(name, size)
-        ort.InferenceSession(str(tiny_static_bundle / files["static_decoder"]), options, providers=["CPUExecutionProvider"])
+        static_decoder = str(tiny_static_bundle / files["static_decoder"])
+        ort.InferenceSession(static_decoder, options, providers=["CPUExecutionProvider"])
         return collections.Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
 
     assert op_counts(False)["Shape"] > 0  # the check can fail: the dynamic graph computes shapes
