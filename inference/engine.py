@@ -321,12 +321,15 @@ class Engine:
             )
         providers = choose_providers(provider)
         variant = choose_graphs(manifest, graphs, providers[0])
+        if static_step and graphs == "auto":  # the set that has the static graphs (the GPU set), on the CPU too
+            variant = next(
+                (v for v in manifest.get("variants", {}) if "static_decoder" in graph_files(manifest, v)), variant
+            )
         files = graph_files(manifest, variant)
         if static_step and not all(role in files for role in STATIC_GRAPHS):
             raise EngineError(
                 f"static_step: the {variant or 'main'} graphs of {bundle} lack {', '.join(STATIC_GRAPHS)}; re-export "
-                "the bundle with `--gpu-dtype fp16w --static-step` (and load the cuda graphs: graphs='cuda' or auto "
-                "on a GPU)"
+                "the bundle with `--gpu-dtype fp16w --static-step`"
             )
         options = _session_options(threads, spinning)
         sessions = {}
@@ -350,7 +353,7 @@ class Engine:
                 "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider
             )
         log.info(
-            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads",
+            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s",
             bundle,
             manifest["name"],
             manifest["version"],
@@ -360,6 +363,7 @@ class Engine:
             engine.graphs,
             engine.graphs_dtype,
             threads or "default",
+            (", static-shape steps" + (" replayed as CUDA graphs" if engine.cuda_graph else "")) if static_step else "",
         )
         return engine
 

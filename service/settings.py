@@ -67,6 +67,12 @@ class Settings(BaseSettings):
         "engine: 2 keeps the cores busy while one's beam search works between graph calls "
         "(docs/reports/load/report.md).",
     )
+    static_step: bool = Field(
+        False,
+        description="Decode with fixed-shape state, each decoder step replayed as a CUDA graph on a GPU "
+        "(inference/static_state.py); the bundle's GPU graphs must have been exported with --static-step. "
+        "Not yet measured on a GPU, so off by default (docs/inference-core.md).",
+    )
     admit_every: int = Field(
         1,
         ge=1,

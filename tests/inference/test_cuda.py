@@ -121,3 +121,32 @@ def test_fp16w_graphs_compute_in_fp32_on_cuda(tiny_checkpoint: Path, cuda_engine
     assert (engine.graphs, engine.graphs_dtype) == ("cuda", "fp16w")
     full, widened = _decode(cuda_engine, BEAM, 8), _decode(engine, BEAM, 8)
     assert [t.best.token_ids for t in widened] == [t.best.token_ids for t in full]
+
+
+@pytest.mark.parametrize("cuda_graph", [True, False])
+def test_static_steps_replayed_as_cuda_graphs_decode_like_the_cpu(
+    tiny_static_bundle: Path, cpu_engine: Engine, cuda_graph: bool
+) -> None:
+    """The static-shape state on CUDA, each step captured once and replayed as a CUDA graph (and, to tell a
+    capture problem from a static-state one, without capture): whole batches of several sizes twice (the second
+    time the pooled buffers and their captured graphs are reused), then sentences admitted mid-run."""
+    static = Engine.load(tiny_static_bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=cuda_graph)
+    assert static.cuda_graph is cuda_graph and static.static_step
+    for batch in (1, 5, 24, 5):
+        cpu, gpu = _decode(cpu_engine, BEAM, batch), _decode(static, BEAM, batch)
+        for c, g in zip(cpu, gpu, strict=True):
+            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+            for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
+                assert hg.score == pytest.approx(hc.score, abs=1e-2)
+                np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+    outputs = []
+    for engine in (cpu_engine, static):
+        running, done = engine.running_set(), {}
+        for i, text in enumerate(TEXTS):
+            running.admit([(i, text, BEAM)])
+            if i % 3 == 2:
+                done.update(running.step())
+        while running:
+            done.update(running.step())
+        outputs.append([[h.token_ids for h in done[i].hypotheses] for i in range(len(TEXTS))])
+    assert outputs[0] == outputs[1]
