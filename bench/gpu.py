@@ -7,12 +7,16 @@ the same machine's CPU, in one run; and fp16w (fp32 graphs with weights stored a
                         [--max-length 128] [--cpu-threads 0] [--out docs/reports/gpu/report]
 
 Needs onnxruntime-gpu with a usable CUDA provider (CUDA 13 and cuDNN 9 libraries) and torch for the export.
-The systems are run alternately (cuda-fp32, cuda-fp16, cuda-fp16w, cpu-fp32, then again) ``--repeats`` times per
+The systems are run alternately (cuda-fp32, cuda-fp16, cuda-fp16w, the static ones, cpu-fp32, then again)
+``--repeats`` times per
 configuration; the figures are medians: target tokens/s (generated pieces, EOS not counted) and sentences/s,
 their ratio to cpu-fp32 on the same machine, and the share of best outputs identical to cuda-fp32's (what
 fp16, and the CPU's exact fp32 against the GPU's TF32, change). With ``--bundle`` (a bundle exported with
 ``--gpu-dtype``, like the shipped one) two more systems run: bundle-cuda, what a server on a GPU loads from
 it by default (its cuda/ graphs), and bundle-main-on-cuda, its main (CPU) graphs forced onto the GPU.
+cuda-fp16w-static is the fp16w graphs with static-shape state, every decoder step replayed as a CUDA graph
+(inference/static_state.py; its first pass per configuration, which captures the graphs, is not timed);
+cuda-fp16w-static-nograph the same without capture.
 With ``--random PRESET`` the model is that training preset with random weights (seeded) and the
 vocabulary of ``--vocab`` (of the preset's size): a speed figure for an architecture nobody has trained yet.
 Its outputs mean nothing and their lengths are what the random weights make of them (often the length cap);
@@ -35,7 +39,10 @@ from bench.loadtools import ROOT, command_line, report_dir, report_path, write_r
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
-SYSTEMS = ["cuda-fp32", "cuda-fp16", "cuda-fp16w", "cpu-fp32"]
+SYSTEMS = ["cuda-fp32", "cuda-fp16", "cuda-fp16w", "cuda-fp16w-static", "cuda-fp16w-static-nograph", "cpu-fp32"]
+STATIC = {"cuda-fp16w-static": True, "cuda-fp16w-static-nograph": False}
+"""fp16w graphs with the static-shape state (Engine.load static_step): each step replayed as a CUDA graph, or
+(nograph) the same fixed shapes launched kernel by kernel, to tell the two effects apart."""
 
 
 def read_sources(path: Path, n: int) -> list[str]:
@@ -83,15 +90,24 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s for s in SYSTEMS if s == "cuda-fp32" or s in args.systems.split(",")]
     engines: dict[str, Engine] = {}
     # the graphs each system needs: fp32 and fp16 as main graphs, fp16w as the cuda/ variant
-    exports = {"fp32": {"dtype": "fp32"}, "fp16": {"dtype": "fp16"}, "fp16w": {"gpu_dtype": "fp16w"}}
+    static = [s for s in systems if s in STATIC]
+    exports: dict[str, dict[str, Any]] = {
+        "fp32": {"dtype": "fp32"},
+        "fp16": {"dtype": "fp16"},
+        "fp16w": {"gpu_dtype": "fp16w", "static_step": bool(static)},
+    }
     needed = {"fp32", *(s.removeprefix("cuda-") for s in systems if s in ("cuda-fp16", "cuda-fp16w"))}
+    needed |= {"fp16w"} if static else set()
     for name, how in exports.items():
         if name in needed:
             print(f"exporting {name} ...", flush=True)
             export_bundle(args.checkpoint, work / name, **how)
     try:
         for name in sorted(needed):
-            engines[f"cuda-{name}"] = Engine.load(work / name, provider="cuda")
+            if name != "fp16w" or "cuda-fp16w" in systems:
+                engines[f"cuda-{name}"] = Engine.load(work / name, provider="cuda")
+        for system in static:
+            engines[system] = Engine.load(work / "fp16w", provider="cuda", static_step=True, cuda_graph=STATIC[system])
     except EngineError as err:
         raise SystemExit(f"CUDA provider unusable: {err}") from err
     if "cpu-fp32" in systems:
@@ -112,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             options = DecodeOptions(beam_size=beam, max_length=args.max_length)
             seconds: dict[str, list[float]] = {s: [] for s in systems}
             outputs: dict[str, list] = {}
+            for system in static:  # the buckets' sessions opened and their graphs captured, out of the timings
+                decode(engines[system], sources, options, batch)
             for _ in range(args.repeats):
                 for system in systems:
                     elapsed, outputs[system] = decode(engines[system], sources, options, batch)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine, from the project root (see stage.sh for the order of the runs).
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
-#   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16 / fp16w;
-#                             the base preset with random weights), profile-decode on CUDA
-#   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped and with grouped admissions,
-#                             the batch scheduler, mixed lengths
+#   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
+#                             static-shape steps replayed as CUDA graphs, and without capture; the base preset with
+#                             random weights), placement of the GPU graphs
+#   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped, with static-shape steps
+#                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
 step=${1:?part N | measure-engine | measure-server}
@@ -25,19 +26,20 @@ case "$step" in
     cp -r .gpu/model /tmp/model
     python3 -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers(); print('onnxruntime', o.__version__)" || exit 3
     timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"
-    timeout 240 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
-      --batch-sizes 1,32,128 --sentences 256 --repeats 3 --out "$OUT/en-de" 2>&1 | quiet
+    S=cuda-fp32,cuda-fp16w,cuda-fp16w-static,cuda-fp16w-static-nograph
+    timeout 270 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,32,128 --sentences 256 --repeats 3 --systems $S,cpu-fp32 --out "$OUT/en-de" 2>&1 | quiet
     timeout 120 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab --input /tmp/model/test.tsv --beams 4 \
-      --batch-sizes 32,128 --max-length 28 --systems cuda-fp32,cuda-fp16w --out "$OUT/base-random" 2>&1 | quiet
-    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w 2>&1 | quiet | tail -1
-    timeout 60 python3 bench/gpu_session/placement.py /tmp/bundle --out "$OUT/placement.json" 2>&1 | tail -40
-    timeout 90 python3 -m bench profile-decode --bundle /tmp/bundle --input /tmp/model/test.tsv --provider cuda \
-      --batch 32 --sentences 64 --repeats 1 --threads 4 --out "$OUT/profile-cuda-batch32" 2>&1 | quiet | head -20 ;;
+      --batch-sizes 32,128 --max-length 28 --systems $S --out "$OUT/base-random" 2>&1 | quiet
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
+    timeout 60 python3 bench/gpu_session/placement.py /tmp/bundle --out "$OUT/placement.json" 2>&1 | tail -40 ;;
   measure-server)
     . /tmp/gpu-env.sh
     L=(python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 --requests 1024 --deadline 15)
-    timeout 280 "${L[@]}" --levels 1,16,64,128 --servers continuous,continuous:admit-every=4,batch --out "$OUT/load" 2>&1 | quiet
-    timeout 150 "${L[@]}" --mixed --levels 64 --servers continuous,batch --out "$OUT/load-mixed" 2>&1 | quiet | tail -30
+    timeout 330 "${L[@]}" --levels 1,16,64,128 --servers continuous,continuous:static-step,continuous:admit-every=4,batch \
+      --out "$OUT/load" 2>&1 | quiet
+    timeout 150 "${L[@]}" --mixed --levels 64 --servers continuous,continuous:static-step --out "$OUT/load-mixed" 2>&1 \
+      | quiet | tail -30
     rm -f "$OUT"/*.png ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac
