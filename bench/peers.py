@@ -31,9 +31,10 @@ from typing import Any
 from bench.loadtools import ROOT, report_dir, report_path, write_report
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
-OPTIONAL = ["ours-fp32-spin", "ours-int8-spin", "ours-int8c"]
+OPTIONAL = ["ours-fp32-spin", "ours-int8-spin", "ours-int8c", "ours-fp32-static"]
 """Optional (``--systems``): our engine with onnxruntime's idle threads spinning, as OpenMP's do by default,
-and our int8 export with one weight scale per output column (``--quantize int8-channel``, the default model's)."""
+our int8 export with one weight scale per output column (``--quantize int8-channel``, the default model's), and
+our fp32 graphs with static-shape steps (``Engine.load(static_step=True)``, what replays as CUDA graphs on a GPU)."""
 REFERENCE = "ct2-float32"
 
 
@@ -54,10 +55,15 @@ class Worker:
         if system.startswith("ours"):
             from inference.engine import Engine
 
-            bundles = {"ours-fp32": fp32, "ours-int8": work / "bundle-int8", "ours-int8c": work / "bundle-int8c"}
+            bundles = {
+                "ours-fp32": fp32,
+                "ours-int8": work / "bundle-int8",
+                "ours-int8c": work / "bundle-int8c",
+                "ours-fp32-static": work / "bundle-static",
+            }
             bundle = bundles[system.removesuffix("-spin")]
-            spinning = system.endswith("-spin")
-            self.engine = Engine.load(bundle, provider="cpu", threads=threads, spinning=spinning)
+            spinning, static = system.endswith("-spin"), system.endswith("-static")
+            self.engine = Engine.load(bundle, provider="cpu", threads=threads, spinning=spinning, static_step=static)
             self.engine.warmup()
         elif system.startswith("ct2"):
             import ctranslate2
@@ -243,7 +249,7 @@ def convert_ct2(marian_dir: Path, out: Path) -> None:
 EXPORT_CODE = ("training/export", "training/incremental.py", "training/interop")
 
 
-def prepare(checkpoint: Path, bundle: Path | None, work: Path) -> Path:
+def prepare(checkpoint: Path, bundle: Path | None, work: Path, systems: list[str] | None = None) -> Path:
     """Every format of ``checkpoint`` under work/<fingerprint>-<export code>/, built once and reused: the
     directory changes with the checkpoint and with the code that exports it, so a graph change is measured."""
     from training.export import export_bundle
@@ -268,6 +274,9 @@ def prepare(checkpoint: Path, bundle: Path | None, work: Path) -> Path:
     if not (target / "bundle-int8c").exists():
         print("exporting the int8-channel bundle ...", flush=True)
         export_bundle(checkpoint, target / "bundle-int8c", quantize="int8-channel", tolerance=5.0)
+    if "ours-fp32-static" in (systems or []) and not (target / "bundle-static").exists():
+        print("exporting the fp32 bundle with the static-shape graphs ...", flush=True)
+        export_bundle(checkpoint, target / "bundle-static", gpu_dtype="fp32", static_step=True)
     if not (target / "marian").exists():
         print("exporting the Marian directory ...", flush=True)
         export_marian(checkpoint, target / "marian")
@@ -334,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS + OPTIONAL}")
     checkpoint = without_eos(Path(args.checkpoint), Path(args.work)) if args.no_eos else Path(args.checkpoint)
-    work = prepare(checkpoint, Path(args.bundle) if args.bundle else None, Path(args.work))
+    work = prepare(checkpoint, Path(args.bundle) if args.bundle else None, Path(args.work), systems)
 
     from core.tokenizer import Tokenizer
 
