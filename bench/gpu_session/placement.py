@@ -5,7 +5,10 @@
 On CUDA, onnxruntime runs shape computations (Shape, Gather on shapes, Range, ...) on the CPU and inserts
 MemcpyToHost / MemcpyFromHost nodes where a tensor crosses; each crossing in the decoder step is a copy and a
 stream sync per step. This loads each graph on CUDA with verbose logging, saves the optimized graph, and reports
-its op counts, the Memcpy nodes and the nodes the log says were placed on the CPU. Needs a GPU.
+its op counts, the Memcpy nodes and the nodes the log says were placed on the CPU. Needs a GPU. A bundle exported
+with ``--static-step`` also has static_decoder, opened as the engine opens it (free dimensions fixed, here at
+32 sentences, beam 4, 32 source positions and 32 cache columns): for CUDA graph capture it must have no node on
+the CPU and no Memcpy.
 """
 
 from __future__ import annotations
@@ -52,9 +55,15 @@ def main() -> int:
 
     folder = Path(args.bundle) / ("cuda" if args.graphs == "cuda" else "")
     report: dict[str, object] = {"onnxruntime": ort.__version__, "graphs": {}}
-    for role in ("encoder", "decoder", "merge", "select", "trim"):
+    roles = ["encoder", "decoder", "merge", "select", "trim"]
+    roles += [role for role in ("static_decoder", "place") if (folder / f"{role}.onnx").exists()]
+    fixed = {"batch": 32, "hyps": 4, "rows": 128, "src_len": 32, "steps": 32}
+    for role in roles:
         with tempfile.TemporaryDirectory() as tmp:
             options = ort.SessionOptions()
+            if role == "static_decoder":
+                for name, size in fixed.items():
+                    options.add_free_dimension_override_by_name(name, size)
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
             options.log_severity_level = 0
