@@ -17,6 +17,7 @@ COMMANDS = {
     "peers": "bench.peers",
     "profile-decode": "bench.profile_decode",
     "gpu": "bench.gpu",
+    "ort-beam-search": "bench.ort_beam_search",
     "model-memory": "bench.model_memory",
     # server load
     "load": "bench.load",

@@ -120,9 +120,12 @@ class DecoderStep(nn.Module):
     BOS) get a -inf bias folded into the output bias instead of a scatter over the logits.
     """
 
-    def __init__(self, model: Transformer, attention_layer: int = -1, static: bool = False):
+    def __init__(self, model: Transformer, attention_layer: int = -1, static: bool = False, logits: bool = False):
         super().__init__()
         self.model = model
+        self.logits = logits
+        """Return (logits (rows, 1, vocab), *present) instead of the top-k and attention: what onnxruntime's own
+        BeamSearch operator wants from its decoder (training/export/ort_beam_search.py)."""
         self.static = static
         """The static-shape step (core/graphs.py, ``static_decoder``): the cache keeps its ``T`` columns, the
         oldest dropped as the new one is appended, so every step has the same shapes and a GPU can replay it
@@ -192,6 +195,8 @@ class DecoderStep(nn.Module):
             x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))
         weight = model.embed_tokens.weight if model.output_proj is None else model.output_proj.weight
         logits = (model.decoder_norm(x) @ weight.t() + self.search_bias).float()
+        if self.logits:
+            return (logits[:, None, :], *present)
         # k stays a tensor so that the traced graph takes it as an input, not a constant. (Top-k logits
         # minus a log-sum-exp would write less, but onnxruntime's ReduceLogSumExp is 10x slower than LogSoftmax.)
         top_lp, top_ids = logits.log_softmax(dim=-1).topk(k, dim=-1)  # type: ignore[arg-type]
