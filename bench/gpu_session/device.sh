@@ -2,8 +2,9 @@
 # Runs ON the GPU machine, from the project root (see stage.sh for the order of the runs).
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
-#                             static-shape steps replayed as CUDA graphs, and without capture; the base preset with
-#                             random weights), placement of the GPU graphs
+#                             static-shape steps replayed as CUDA graphs, and without capture)
+#   device.sh measure-more    the base preset with random weights (the same systems), placement of the GPU graphs
+#                             (the static step's included), onnxruntime's BeamSearch operator against our loop
 #   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped, with static-shape steps
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
@@ -29,10 +30,15 @@ case "$step" in
     S=cuda-fp32,cuda-fp16w,cuda-fp16w-static,cuda-fp16w-static-nograph
     timeout 270 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
       --batch-sizes 1,32,128 --sentences 256 --repeats 3 --systems $S,cpu-fp32 --out "$OUT/en-de" 2>&1 | quiet
-    timeout 120 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab --input /tmp/model/test.tsv --beams 4 \
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1 ;;
+  measure-more)
+    . /tmp/gpu-env.sh
+    S=cuda-fp32,cuda-fp16w,cuda-fp16w-static,cuda-fp16w-static-nograph
+    timeout 150 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab --input /tmp/model/test.tsv --beams 4 \
       --batch-sizes 32,128 --max-length 28 --systems $S --out "$OUT/base-random" 2>&1 | quiet
-    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
-    timeout 60 python3 bench/gpu_session/placement.py /tmp/bundle --out "$OUT/placement.json" 2>&1 | tail -40 ;;
+    timeout 60 python3 bench/gpu_session/placement.py /tmp/bundle --out "$OUT/placement.json" 2>&1 | tail -40
+    timeout 200 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
+      --provider cuda --threads 4 --batch-sizes 1,32,128 --out "$OUT/ort-beam-search" 2>&1 | quiet ;;
   measure-server)
     . /tmp/gpu-env.sh
     L=(python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 --requests 1024 --deadline 15)

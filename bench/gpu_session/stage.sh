@@ -6,7 +6,8 @@
 # then, with the device tool, back to back (the machine goes back after 30 s idle):
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh measure-engine   carry [".gpu/p2", ".gpu/whl", ".gpu/model"]
-#   run 3: bash bench/gpu_session/device.sh measure-server   (nothing carried: /tmp holds what run 2 set up)
+#   run 3: bash bench/gpu_session/device.sh measure-more     (nothing carried: /tmp holds what run 2 set up)
+#   run 4: bash bench/gpu_session/device.sh measure-server   (the same)
 # and finally here: bash bench/gpu_session/stage.sh unhide
 set -euo pipefail
 G=.gpu
