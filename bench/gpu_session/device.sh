@@ -28,8 +28,8 @@ case "$step" in
     python3 -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers(); print('onnxruntime', o.__version__)" || exit 3
     timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"
     S=cuda-fp32,cuda-fp16w,cuda-fp16w-static,cuda-fp16w-static-nograph
-    timeout 270 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
-      --batch-sizes 1,32,128 --sentences 256 --repeats 3 --systems $S,cpu-fp32 --out "$OUT/en-de" 2>&1 | quiet
+    timeout 300 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,32,128 --sentences 128 --repeats 3 --systems $S,cuda-fp16-static --out "$OUT/en-de" 2>&1 | quiet
     python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1 ;;
   measure-more)
     . /tmp/gpu-env.sh
