@@ -28,6 +28,7 @@ it is slower there than ``DeviceState`` (attention over the whole bucket), so th
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,9 @@ class StaticSession:
             providers[0] = (providers[0], {"enable_cuda_graph": "1"})
         self.session = ort.InferenceSession(str(engine.static_decoder_path), options, providers=providers)
         self.raw = self.session._sess
+        self.run_lock = threading.Lock() if engine.cuda_graph else contextlib.nullcontext()
+        """Held around each run when steps are captured: onnxruntime's CUDA graph state is per session, and two
+        running sets (scheduler threads) may step in the same bucket."""
         self._next_id = 0
         self._lock = threading.Lock()
 
@@ -286,8 +290,9 @@ class StaticState:
         buffers.reorder.update_inplace(order)
         graph_k = min(bucket(k), engine.vocab_size)
         bound = _binding(engine, buffers, graph_k, self._parity)
-        buffers.session.raw.run_with_iobinding(bound.binding, bound.run_options)
-        top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+        with buffers.session.run_lock:
+            buffers.session.raw.run_with_iobinding(bound.binding, bound.run_options)
+            top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
         return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], attention[slots, :hyps]
 
