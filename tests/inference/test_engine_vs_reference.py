@@ -250,3 +250,45 @@ def test_running_set_admits_between_steps_like_the_reference(
     for key, translation in results.items():
         source = sources[int(key) % len(sources)]  # type: ignore[call-overload]
         _assert_same(translation, _reference(model, source, options_of[key]), engine.eos_id)
+
+
+def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
+    tiny_static_bundle: Path, model: Transformer, sources: list[list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The smallest buckets (1 hypothesis, 2 source positions, 4 cache columns), so a running set moves through
+    every kind of bucket change mid-run: more slots, wider sources, more hypotheses, more cache columns (the
+    cache is right-aligned: its old columns move to the end). Each answer equals the reference's."""
+    import inference.static_state as static_state
+
+    monkeypatch.setattr(static_state, "MIN_HYPS", 1)
+    monkeypatch.setattr(static_state, "MIN_WIDTH", 2)
+    monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)
+    engine = Engine.load(tiny_static_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    moves: list[tuple[Dims, Dims]] = []
+    resize = StaticState._resize
+
+    def resized(self: StaticState, dims: Dims) -> None:
+        if self.buffers is not None:
+            moves.append((self.buffers.dims, dims))
+        resize(self, dims)
+
+    monkeypatch.setattr(StaticState, "_resize", resized)
+    rng = np.random.default_rng(7)
+    jobs = [(i, sources[i % len(sources)], MIXED[i % len(MIXED)]) for i in range(len(sources) * 2)]
+    running, results = engine.running_set(), {}
+    while jobs or running:
+        if jobs and (not running or rng.random() < 0.3):
+            running.admit(jobs[:2])
+            jobs = jobs[2:]
+        results.update(running.step())
+    for key, translation in results.items():
+        _assert_same(
+            translation, _reference(model, sources[key % len(sources)], MIXED[key % len(MIXED)]), engine.eos_id
+        )
+    grew = {
+        axis
+        for old, new in moves
+        for axis in ("slots", "hyps", "width", "columns")
+        if getattr(new, axis) > getattr(old, axis)
+    }
+    assert grew == {"slots", "hyps", "width", "columns"}, moves
