@@ -91,8 +91,7 @@ def export_beam_search(model: Transformer, out: Path, opset: int = 17, no_repeat
     Inputs: ``input_ids`` int32 (batch, src_len) padded with PAD, source pieces + EOS; ``max_length``,
     ``min_length``, ``num_beams``, ``num_return_sequences`` int32 [1]; ``length_penalty``,
     ``repetition_penalty`` float [1]; ``attention_mask`` int32 (batch, src_len), 0 at padding. Output
-    ``sequences`` int32 (batch, returned, max_length): BOS, the
-    generated pieces, then EOS and PAD.
+    ``sequences`` int32 (batch, returned, max_length): BOS, the generated pieces, then EOS and PAD.
     """
     cfg = model.config
     model.eval()
