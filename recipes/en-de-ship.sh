@@ -31,7 +31,9 @@ if [ -n "${CHECKPOINTS:-}" ]; then
 else
   $PY -m training average --run-dir "$RUN" --last "$LAST" --out "$OUT/averaged.pt"
 fi
-quant_of() { case $1 in fp32) echo none ;; int8) echo int8 ;; int8c) echo int8-channel ;; esac; }
+quant_of() {  # int8cl: int8-channel with the output projection in fp32 (model 0.8.0)
+  case $1 in fp32) echo none ;; int8) echo int8 ;; int8c) echo int8-channel ;; int8cl) echo int8-channel-fp32-logits ;; esac
+}
 for variant in fp32 "${INT8[@]}"; do
   # int8's log-probs drift by about 1 nat on real inputs: its BLEU below decides, not parity.
   quant=$(quant_of "$variant"); tol=(); [ "$variant" != fp32 ] && tol=(--tolerance 3)

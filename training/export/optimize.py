@@ -69,11 +69,13 @@ def sort_nodes(graph: onnx.GraphProto) -> None:
     graph.node.extend(ordered)
 
 
-def to_int8(src: Path, dst: Path, per_channel: bool = False) -> None:
+def to_int8(src: Path, dst: Path, per_channel: bool = False, fp32_logits: bool = False) -> None:
     """Dynamic int8 quantization of the constant MatMul weights (measured choices in docs/bundle.md).
 
     ``per_channel``: one weight scale per output column instead of one per matrix, still 7-bit
-    (reduce_range), so it stays exact on CPUs without VNNI.
+    (reduce_range), so it stays exact on CPUs without VNNI. ``fp32_logits``: leave the output projection
+    (the product after the last LayerNormalization, over the whole vocabulary) in fp32; where int8 costs too
+    much BLEU, that product is where most of it goes (docs/default-model.md, model 0.8.0).
 
     onnxruntime's quant_pre_process changed nothing here (its symbolic shape inference cannot follow the
     tensor ``k`` of TopK, and the rest left the parity figures identical), so it is not run.
@@ -84,6 +86,14 @@ def to_int8(src: Path, dst: Path, per_channel: bool = False) -> None:
     # and its external-data files in the working directory: keep them out of the user's. Paths are made
     # absolute before the chdir: a relative output path must mean the same directory after it.
     src, dst = src.resolve(), dst.resolve()
+    excluded = []
+    if fp32_logits:
+        graph = onnx.load(str(src)).graph
+        norms = [n.output[0] for n in graph.node if n.op_type == "LayerNormalization"]
+        products = [n for n in graph.node if n.op_type in ("MatMul", "Gemm")]
+        excluded = [n.name for n in products if norms and norms[-1] in n.input]
+        if len(excluded) != 1:
+            raise ExportError(f"{src}: one output projection after the last LayerNormalization expected: {excluded}")
     with contextlib.chdir(src.parent):  # the fp32 scratch directory, deleted after the export
         quantize_dynamic(
             src,
@@ -92,5 +102,6 @@ def to_int8(src: Path, dst: Path, per_channel: bool = False) -> None:
             per_channel=per_channel,
             reduce_range=True,  # 7-bit weights: no saturation in AVX2's u8 x s8 products (no VNNI)
             op_types_to_quantize=["MatMul", "Gemm"],
+            nodes_to_exclude=excluded,
             extra_options={"MatMulConstBOnly": True},
         )

@@ -74,7 +74,8 @@ def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quant
         elif mode == "fp16w":
             to_fp16_weights(src, dst)
         elif mode == "int8":
-            to_int8(src, dst, per_channel=quantize == "int8-channel")
+            logits = quantize.endswith("fp32-logits") and role_file == DECODER_FILE
+            to_int8(src, dst, per_channel=quantize.startswith("int8-channel"), fp32_logits=logits)
         else:
             shutil.copyfile(src, dst)
         onnx.checker.check_model(str(dst), full_check=True)
