@@ -203,6 +203,24 @@ def test_int8_channel_export_has_one_weight_scale_per_output_column(tiny_checkpo
     assert scales["int8-channel"] == ((rows, cols), (cols,))
 
 
+def test_int8_channel_with_fp32_logits_keeps_only_the_output_projection_in_float(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """``int8-channel-fp32-logits``: every weight product of the decoder is quantized but the one after the last
+    LayerNormalization (the logits over the vocabulary); the encoder is quantized as with int8-channel."""
+    counts = {}
+    for quantize in ("int8-channel", "int8-channel-fp32-logits"):
+        export_bundle(tiny_checkpoint, tmp_path / quantize, quantize=quantize, tolerance=10.0)
+        for role in ("encoder", "decoder"):
+            graph = onnx.load(str(tmp_path / quantize / f"{role}.onnx")).graph
+            norm = [n.output[0] for n in graph.node if n.op_type == "LayerNormalization"][-1]
+            after_norm = [n.op_type for n in graph.node if norm in n.input]
+            counts[quantize, role] = (sum(n.op_type == "MatMulInteger" for n in graph.node), after_norm)
+    full, kept = counts["int8-channel", "decoder"], counts["int8-channel-fp32-logits", "decoder"]
+    assert kept[0] == full[0] - 1 and "MatMul" in kept[1] and "MatMul" not in full[1]
+    assert counts["int8-channel", "encoder"] == counts["int8-channel-fp32-logits", "encoder"]
+
+
 def test_state_graphs_select_merge_and_trim(tiny_bundle: Path) -> None:
     """select keeps sentences, merge pads to the longer source (masked) and stacks, trim cuts the source axis
     and drops the first cache columns: checked against numpy on the real graphs."""
