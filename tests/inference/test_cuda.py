@@ -88,17 +88,19 @@ def test_fp16_bundle_exports_checks_and_decodes_on_cuda(
 def test_a_running_set_on_cuda_admits_mid_run_like_the_cpu(cpu_engine: Engine, cuda_engine: Engine) -> None:
     """Sentences admitted between steps on the GPU: the state graphs (merge, select, trim) run on the device
     and the results are the CPU's, token for token."""
-    outputs = []
-    for engine in (cpu_engine, cuda_engine):
-        running, done = engine.running_set(), {}
-        for i, text in enumerate(TEXTS):
-            running.admit([(i, text, BEAM)])
-            if i % 3 == 2:
-                done.update(running.step())
-        while running:
+    assert _admitted_mid_run(cpu_engine) == _admitted_mid_run(cuda_engine)
+
+
+def _admitted_mid_run(engine: Engine) -> list[list[list[int]]]:
+    """Every text admitted into one running set, a step after every third: each one's hypotheses' tokens."""
+    running, done = engine.running_set(), {}
+    for i, text in enumerate(TEXTS):
+        running.admit([(i, text, BEAM)])
+        if i % 3 == 2:
             done.update(running.step())
-        outputs.append([[h.token_ids for h in done[i].hypotheses] for i in range(len(TEXTS))])
-    assert outputs[0] == outputs[1]
+    while running:
+        done.update(running.step())
+    return [[h.token_ids for h in done[i].hypotheses] for i in range(len(TEXTS))]
 
 
 def test_a_bundle_with_gpu_graphs_loads_them_on_cuda(tiny_checkpoint: Path, tmp_path: Path) -> None:
@@ -139,14 +141,4 @@ def test_static_steps_replayed_as_cuda_graphs_decode_like_the_cpu(
             for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
                 assert hg.score == pytest.approx(hc.score, abs=1e-2)
                 np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
-    outputs = []
-    for engine in (cpu_engine, static):
-        running, done = engine.running_set(), {}
-        for i, text in enumerate(TEXTS):
-            running.admit([(i, text, BEAM)])
-            if i % 3 == 2:
-                done.update(running.step())
-        while running:
-            done.update(running.step())
-        outputs.append([[h.token_ids for h in done[i].hypotheses] for i in range(len(TEXTS))])
-    assert outputs[0] == outputs[1]
+    assert _admitted_mid_run(cpu_engine) == _admitted_mid_run(static)

@@ -17,7 +17,6 @@ hypotheses as Hugging Face does (its own early stopping), so it is a measurement
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import torch
 from onnx import TensorProto, helper
 from torch import Tensor, nn
 
+from training.export.trace import trace_module
 from training.incremental import DecoderStep, EncoderGraph, decoder_layers
 from training.model import Transformer
 
@@ -65,23 +65,11 @@ def _subgraph(
     example: tuple[Tensor, ...],
     inputs: list[str],
     outputs: list[str],
-    axes: dict,
+    axes: dict[str, dict[int, str]],
     opset: int,
     path: Path,
 ) -> onnx.GraphProto:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            module,
-            example,
-            str(path),
-            dynamo=False,
-            input_names=inputs,
-            output_names=outputs,
-            dynamic_axes=axes,
-            opset_version=opset,
-            do_constant_folding=True,
-        )
+    trace_module(module, example, path, inputs, outputs, axes, opset)
     return onnx.load(str(path)).graph
 
 

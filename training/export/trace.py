@@ -18,46 +18,45 @@ from training.incremental import DecoderStep, EncoderGraph, decoder_example, enc
 from training.model import Transformer
 
 
-def trace_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int, static: bool = False) -> None:
-    """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx."""
-    encoder, decoder = spec("encoder", model), spec("decoder", model)
+def trace_module(
+    module: torch.nn.Module,
+    example: tuple[torch.Tensor, ...],
+    path: Path,
+    inputs: list[str],
+    outputs: list[str],
+    dynamic_axes: dict[str, dict[int, str]],
+    opset: int,
+) -> None:
+    """``module`` traced on ``example`` to ``path`` with these tensor names and dynamic axes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and deprecation warnings about the legacy exporter
         torch.onnx.export(
-            EncoderGraph(model),
-            encoder_example(model),
-            str(directory / ENCODER_FILE),
+            module,
+            example,
+            str(path),
             dynamo=False,
-            input_names=encoder.input_names,
-            output_names=encoder.output_names,
-            dynamic_axes=encoder.dynamic_axes,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=dynamic_axes,
             opset_version=opset,
             do_constant_folding=True,
         )
-        torch.onnx.export(
-            DecoderStep(model, attention_layer),
-            decoder_example(model),
-            str(directory / DECODER_FILE),
-            dynamo=False,
-            input_names=decoder.input_names,
-            output_names=decoder.output_names,
-            dynamic_axes=decoder.dynamic_axes,
-            opset_version=opset,
-            do_constant_folding=True,
+
+
+def trace_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int, static: bool = False) -> None:
+    """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx."""
+    graphs = [
+        ("encoder", EncoderGraph(model), encoder_example(model)),
+        ("decoder", DecoderStep(model, attention_layer), decoder_example(model)),
+    ]
+    if static:  # its example cache is wider than every example position: the static cache's rule
+        graphs.append(
+            ("static_decoder", DecoderStep(model, attention_layer, static=True), decoder_example(model, step=5))
         )
-        if static:
-            static_decoder = spec("static_decoder", model)
-            torch.onnx.export(
-                DecoderStep(model, attention_layer, static=True),
-                decoder_example(model, step=5),  # wider than every example position: the static cache's rule
-                str(directory / GRAPH_FILES["static_decoder"]),
-                dynamo=False,
-                input_names=static_decoder.input_names,
-                output_names=static_decoder.output_names,
-                dynamic_axes=static_decoder.dynamic_axes,
-                opset_version=opset,
-                do_constant_folding=True,
-            )
+    for role, module, example in graphs:
+        contract = spec(role, model)
+        path = directory / GRAPH_FILES[role]
+        trace_module(module, example, path, contract.input_names, contract.output_names, contract.dynamic_axes, opset)
 
 
 def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str, static: bool = False) -> None:
