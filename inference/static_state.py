@@ -151,10 +151,6 @@ class BufferPool:
         with self._lock:
             self._free.setdefault(buffers.dims, []).append(buffers)
 
-    @property
-    def sessions(self) -> int:
-        return len(self._sessions)
-
     def _allocate(self, dims: Dims, session: StaticSession) -> Buffers:
         engine = self.engine
         arch = engine.manifest["architecture"]
