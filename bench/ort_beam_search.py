@@ -28,6 +28,7 @@ import onnxruntime as ort
 from bench.loadtools import ROOT, command_line, report_dir, report_path, write_report
 from core.translation import DecodeOptions
 from inference.engine import Engine, choose_providers
+from inference.threads import session_options
 
 SYSTEMS = ("python-loop", "ort-beam-search")
 
@@ -60,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     export_bundle(args.checkpoint, work / "fp32")
     operator_path = export_beam_search(load_model(Path(args.checkpoint))[0], work / "beam_search.onnx")
     engine = Engine.load(work / "fp32", provider=args.provider, threads=args.threads)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as the engine's sessions
+    options = session_options(args.threads)  # as the engine's sessions
     operator = ort.InferenceSession(str(operator_path), options, providers=choose_providers(args.provider))
 
     texts = read_sources(Path(args.input), args.sentences)

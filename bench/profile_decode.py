@@ -37,6 +37,7 @@ from bench.loadtools import ROOT, report_dir, write_report
 from core.translation import DecodeOptions
 from inference.beam_search import SearchOptions
 from inference.engine import Engine
+from inference.threads import session_options
 
 
 class TimedSession:
@@ -103,9 +104,7 @@ def gemm_compare(m: int, k: int, n: int, threads: int, repeats: int) -> tuple[fl
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options = session_options(threads)
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     times: dict[str, list[float]] = {"ort": [], "numpy": []}
     calls = 20

@@ -36,6 +36,7 @@ from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.sampling import sample
 from inference.static_state import BufferPool, StaticState
+from inference.threads import session_options, share_pool, shared_pool_size
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ class Engine:
         provider: str = "auto",
         threads: int = 0,
         spinning: bool = False,
+        shared_pool: bool = False,
         graphs: str = "auto",
         static_step: bool = False,
         cuda_graph: bool = True,
@@ -302,6 +304,8 @@ class Engine:
         ``threads`` sets onnxruntime's intra-op threads (0: its default, one per physical core).
         ``spinning`` lets idle intra-op threads busy-wait for work: a little lower latency on a machine
         of its own, much slower when the cores are shared (measured in docs/bundle.md).
+        ``shared_pool`` makes this process's sessions share one pool of ``threads`` threads instead
+        (inference/threads.py: faster, most at small batches, but process-wide and final; the server's default).
 
         ``static_step`` decodes with fixed-shape state (inference/static_state.py; the graph set must have the
         static graphs: ``export --static-step``); on CUDA each step is then captured once and replayed as a
@@ -331,7 +335,9 @@ class Engine:
                 f"static_step: the {variant or 'main'} graphs of {bundle} lack {', '.join(STATIC_GRAPHS)}; re-export "
                 "the bundle with `--gpu-dtype fp16w --static-step`"
             )
-        options = _session_options(threads, spinning)
+        if shared_pool:
+            share_pool(threads)
+        options = session_options(threads, spinning)
         sessions = {}
         for role in (*GRAPHS, *(("place",) if static_step else ())):
             path = bundle / files[role]
@@ -353,7 +359,7 @@ class Engine:
                 "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider
             )
         log.info(
-            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s",
+            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s%s",
             bundle,
             manifest["name"],
             manifest["version"],
@@ -363,6 +369,7 @@ class Engine:
             engine.graphs,
             engine.graphs_dtype,
             threads or "default",
+            " (one pool for the process)" if shared_pool_size() is not None else "",
             (", static-shape steps" + (" replayed as CUDA graphs" if engine.cuda_graph else "")) if static_step else "",
         )
         return engine
@@ -399,7 +406,7 @@ class Engine:
 
     def session_options(self) -> ort.SessionOptions:
         """Options for another session of this engine: threads and spinning as load() opened the others."""
-        return _session_options(self.threads, self.spinning)
+        return session_options(self.threads, self.spinning)
 
     def tokenize(self, text: str) -> list[int]:
         """Source ids without EOS; [] for empty text; unknown characters become the unk id."""
@@ -517,18 +524,6 @@ class Engine:
                     f"source {source}, position {position}: id {token!r} is outside the "
                     f"vocabulary 0..{self.vocab_size - 1}"
                 )
-
-
-def _session_options(threads: int, spinning: bool) -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(0, threads)
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    if not spinning:  # idle pool threads sleep instead of spinning: see docs/bundle.md
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
 
 
 def _check_options(options: DecodeOptions) -> None:

@@ -74,8 +74,10 @@ def create_app(
     metrics = Metrics()
     for reason in ERROR_CODES:
         metrics.errors.labels(reason)  # export zeros, so rate() works from the first error on
-    if settings.static_step and engine_loader is load_engine:  # a test's own loader has no such option
-        engine_loader = functools.partial(load_engine, static_step=True)
+    if engine_loader is load_engine:  # a test's own loader has no such options
+        engine_loader = functools.partial(
+            load_engine, static_step=settings.static_step, shared_pool=settings.shared_pool
+        )
     models = Models(bundle_paths(settings), engine_loader, settings.provider, settings.threads, metrics)
     for slot in models.slots:
         metrics.model_ready.labels(slot.name).set(0)

@@ -49,11 +49,13 @@ class EngineLoader(Protocol):
     def __call__(self, bundle: Path, *, provider: str, threads: int) -> Engine: ...
 
 
-def load_engine(bundle: Path, *, provider: str, threads: int, static_step: bool = False) -> Engine:
+def load_engine(
+    bundle: Path, *, provider: str, threads: int, static_step: bool = False, shared_pool: bool = False
+) -> Engine:
     """The real engine (onnxruntime), imported only when a real bundle is loaded."""
     from inference.engine import Engine as OnnxEngine
 
-    return OnnxEngine.load(bundle, provider=provider, threads=threads, static_step=static_step)
+    return OnnxEngine.load(bundle, provider=provider, threads=threads, static_step=static_step, shared_pool=shared_pool)
 
 
 @dataclass(frozen=True)

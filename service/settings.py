@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="TCP port to listen on.")
     provider: Provider = Field("auto", description="Execution provider: auto (CUDA if a GPU is usable), cpu, cuda.")
     threads: int = Field(0, ge=0, description="Intra-op threads for inference; 0 lets onnxruntime decide.")
+    shared_pool: bool = Field(
+        True,
+        description="Every model's sessions share one pool of --threads intra-op threads (inference/threads.py): "
+        "faster than a pool per session, most at small batches (docs/inference-core.md).",
+    )
 
     max_batch_tokens: int = Field(
         4096,

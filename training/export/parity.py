@@ -23,6 +23,7 @@ from torch import Tensor
 from core.bundle import DECODER_FILE, ENCODER_FILE
 from core.graphs import cache_names
 from core.tokenizer import Tokenizer
+from inference.threads import session_options
 from training.decode import source_tensor
 from training.export.common import ExportError
 from training.incremental import decoder_layers
@@ -211,8 +212,7 @@ def parity_providers(mode: str) -> list[str]:
 
 
 def sessions(bundle: Path, providers: list[str]) -> tuple[ort.InferenceSession, ort.InferenceSession]:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options = session_options()
     return (
         ort.InferenceSession(str(bundle / ENCODER_FILE), options, providers=providers),
         ort.InferenceSession(str(bundle / DECODER_FILE), options, providers=providers),
