@@ -336,9 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         args.bundle = str(write_fake_bundle(Path(work.name) / "fake-gpu", **costs, max_source_pieces=255))
         engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
     else:
-        engine = Engine.load(
-            args.bundle, provider=args.provider, threads=args.threads, shared_pool=True
-        )  # as the server
+        engine = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
     engine.warmup()
     ids = [engine.tokenize(s) for s in sentences]
     wait = ["--max-wait-ms", args.max_wait_ms] if args.max_wait_ms is not None else []

@@ -4,13 +4,14 @@ An engine opens five sessions or more (encoder, decoder step, the small cache gr
 and a server may hold several engines. With a pool per session each has its own worker threads: idle ones must
 either sleep, and then every parallel node of a step pays a wake-up (most of a batch-1 step is such tiny nodes),
 or spin, and then one session's spinning workers take the cores another session is computing on. One pool
-shared by every session has neither cost: it spins between the nodes of a step and there is nobody to steal
-from. Measured in docs/inference-core.md ("One thread pool for the process"): 1.4x at batch 1 on 2 cores.
+shared by every session has neither cost: it spins between the nodes of a step and no other pool competes with
+it. Two runs at once (a server's two batches in flight) do compete for it. Both are measured in
+docs/inference-core.md ("One thread pool for the process").
 
 onnxruntime's shared ("global") pools are process-wide and final: once created they cannot be resized, and every
-session opened afterwards must use them. So `share_pool` is opt-in (the server turns it on, ``MT_SHARED_POOL``), and
-every session this project opens takes its options from `session_options`, which follows whichever mode the
-process is in.
+session opened afterwards must use them. So sharing is opt-in (``Engine.load(shared_pool=True)``, the server's
+``MT_SHARED_POOL``), and every session this project opens takes its options from `session_options`, which follows
+whichever mode the process is in.
 """
 
 from __future__ import annotations

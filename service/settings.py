@@ -41,9 +41,10 @@ class Settings(BaseSettings):
     provider: Provider = Field("auto", description="Execution provider: auto (CUDA if a GPU is usable), cpu, cuda.")
     threads: int = Field(0, ge=0, description="Intra-op threads for inference; 0 lets onnxruntime decide.")
     shared_pool: bool = Field(
-        True,
+        False,
         description="Every model's sessions share one pool of --threads intra-op threads (inference/threads.py): "
-        "faster than a pool per session, most at small batches (docs/inference-core.md).",
+        "the engine alone is faster, most at batch 1, but on 2 cores the server with 2 batches in flight served "
+        "less at 32 clients (0.9x), so it is off by default (docs/inference-core.md).",
     )
 
     max_batch_tokens: int = Field(

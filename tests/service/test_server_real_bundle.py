@@ -260,10 +260,12 @@ def test_html_through_the_real_engine_keeps_valid_markup(real: ProcessServer) ->
 def test_static_step_server_answers_like_the_default_one(
     real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
 ) -> None:
-    """--static-step (what replays decoder steps as CUDA graphs on a GPU) on the CPU, with continuous batching:
+    """--static-step (what replays decoder steps as CUDA graphs on a GPU) on the CPU, with continuous batching
+    and one thread pool for the process (--shared-pool; every static bucket opens a session of its own in it):
     concurrent requests joining running sets mid-run get what the default server gives each alone."""
     args = ["--bundle", str(tiny_static_bundle), "--static-step", "--scheduler", "continuous", "--provider", "cpu"]
-    with process_server(args, tmp_path / "static.log", env={"MT_THREADS": "1"}) as static:
+    args += ["--shared-pool"]
+    with process_server(args, tmp_path / "static.log", env={"MT_THREADS": "2"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
         with ThreadPoolExecutor(8) as pool:
@@ -271,4 +273,5 @@ def test_static_step_server_answers_like_the_default_one(
         mid_run = metric(static, "mt_admitted_mid_run_sentences_total")
     assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
     assert mid_run > 0
-    assert "static-shape steps" in (tmp_path / "static.log").read_text()
+    log = (tmp_path / "static.log").read_text()
+    assert "static-shape steps" in log and "(one pool for the process)" in log
