@@ -75,7 +75,7 @@ def main() -> int:
                     ort.InferenceSession(str(folder / f"{role}.onnx"), options, providers=["CUDAExecutionProvider"])
                 finally:
                     os.dup2(saved, 2)
-            graph = onnx.load(str(Path(tmp) / "optimized.onnx")).graph
+            graph = onnx.load(str(Path(tmp) / "optimized.onnx"), load_external_data=False).graph
             text = log.read_text(errors="replace")
         ops = collections.Counter(n.op_type for n in graph.node)
         counts, placed = placements(text)

@@ -4,6 +4,7 @@ small state graphs (select, merge, trim) written directly in ONNX."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import warnings
 from pathlib import Path
@@ -14,8 +15,11 @@ import torch
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import FLOAT, TensorSpec
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
+from training.export.weights import share_weights
 from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec
 from training.model import Transformer
+
+log = logging.getLogger(__name__)
 
 
 def trace_module(
@@ -61,7 +65,8 @@ def trace_graphs(model: Transformer, directory: Path, opset: int, attention_laye
 
 def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str, static: bool = False) -> None:
     """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
-    (converted to ``mode``: fp32, fp16, fp16w or int8), then the state graphs typed like the encoder's outputs.
+    (converted to ``mode``: fp32, fp16, fp16w or int8) with their weights in one file, each tensor once
+    (training/export/weights.py), then the state graphs typed like the encoder's outputs.
     With ``static`` also the static-shape pair (core/graphs.py ``STATIC_GRAPHS``): static_decoder, converted
     like the decoder, and place."""
     out.mkdir(parents=True)
@@ -77,7 +82,10 @@ def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quant
             to_int8(src, dst, per_channel=quantize.startswith("int8-channel"), fp32_logits=logits)
         else:
             shutil.copyfile(src, dst)
-        onnx.checker.check_model(str(dst), full_check=True)
+    saved = share_weights(out, model_files)
+    log.info("%s: weights shared by the graphs stored once, %.1f MB saved", out.name, saved["saved"] / 1e6)
+    for role_file in model_files:
+        onnx.checker.check_model(str(out / role_file), full_check=True)
     encoder_graph = onnx.load(str(out / ENCODER_FILE))
     for role in ("select", "merge", "trim", *(("place",) if static else ())):
         onnx.save(state_graph(role, encoder_graph, model), str(out / GRAPH_FILES[role]))

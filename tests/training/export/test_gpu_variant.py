@@ -86,14 +86,15 @@ def test_fp16w_graphs_hold_half_weights_and_compute_like_fp32_on_rounded_weights
     manifest = read_manifest(tmp_path / "w16")
     assert manifest["variants"]["cuda"]["dtype"] == "fp16w"
     assert manifest["variants"]["cuda"]["graphs"]["decoder"]["inputs"]["past_k_0"]["dtype"] == "float32"
-    decoder, widened = tmp_path / "w16" / "decoder.onnx", tmp_path / "w16" / "cuda" / "decoder.onnx"
-    assert widened.stat().st_size < 0.6 * decoder.stat().st_size
+    widened = tmp_path / "w16" / "cuda" / "decoder.onnx"
+    weights, halves = tmp_path / "w16" / "weights.bin", tmp_path / "w16" / "cuda" / "weights.bin"
+    assert halves.stat().st_size < 0.6 * weights.stat().st_size
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     ort.InferenceSession(str(widened), options, providers=["CPUExecutionProvider"])
-    optimized = onnx.load(str(tmp_path / "optimized.onnx"))
+    optimized = onnx.load(str(tmp_path / "optimized.onnx"), load_external_data=False)
     weights = {t.name for t in optimized.graph.initializer}
     assert not [n.name for n in optimized.graph.node if n.op_type == "Cast" and n.input[0] in weights]
 
@@ -139,7 +140,9 @@ def test_static_step_graphs_are_listed_and_fold_to_fixed_shapes(tiny_static_bund
                 options.add_free_dimension_override_by_name(name, size)
         static_decoder = str(tiny_static_bundle / files["static_decoder"])
         ort.InferenceSession(static_decoder, options, providers=["CPUExecutionProvider"])
-        return collections.Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
+        return collections.Counter(
+            n.op_type for n in onnx.load(options.optimized_model_filepath, load_external_data=False).graph.node
+        )
 
     assert op_counts(False)["Shape"] > 0  # the check can fail: the dynamic graph computes shapes
     fixed = op_counts(True)
@@ -152,3 +155,26 @@ def test_static_step_needs_a_gpu_set(tiny_checkpoint: Path, tmp_path: Path) -> N
 
     with pytest.raises(ExportError, match="--gpu-dtype"):
         export_bundle(tiny_checkpoint, tmp_path / "b", static_step=True)
+
+
+def test_each_set_stores_a_weight_once(tiny_static_bundle: Path) -> None:
+    """The static decoder step holds the dynamic one's weights and the decoder the encoder's embedding: each set
+    keeps them in its own weights.bin (training/export/weights.py), one copy each, and the graphs refer to it."""
+    import onnx
+
+    manifest = read_manifest(tiny_static_bundle)
+    for prefix, roles in (("", ("encoder", "decoder")), ("cuda/", ("encoder", "decoder", "static_decoder"))):
+        assert f"{prefix}weights.bin" in manifest["files"]
+        places: dict[str, set[tuple[str, str]]] = {}
+        for role in roles:
+            graph = onnx.load(str(tiny_static_bundle / f"{prefix}{role}.onnx"), load_external_data=False).graph
+            for tensor in graph.initializer:
+                if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                    entry = {e.key: e.value for e in tensor.external_data}
+                    assert entry["location"] == "weights.bin"
+                    places.setdefault(role, set()).add((entry["offset"], entry["length"]))
+        assert places["encoder"] & places["decoder"], f"{prefix}: the tied embedding should be stored once"
+        if prefix:
+            assert places["static_decoder"] <= places["decoder"] | places["encoder"]
+        stored = sum(int(length) for _, length in set().union(*places.values()))
+        assert stored <= manifest["files"][f"{prefix}weights.bin"]["bytes"]
