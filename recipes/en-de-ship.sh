@@ -70,8 +70,11 @@ echo "shipping $CHOICE"
 quant=$(quant_of "$CHOICE"); tol=(); [ "$CHOICE" != fp32 ] && tol=(--tolerance 3)
 # GPU graphs ride along under cuda/ for GPU servers (the engine loads them on CUDA): fp16w, fp32 arithmetic
 # on weights stored as fp16, faster than fp16 on an H100 (docs/inference-core.md): 26 MB more for this size.
+# With them the static-shape step (MT_STATIC_STEP=1; STATIC_STEP=0 leaves it out): its weights are the decoder's,
+# stored once in cuda/weights.bin, so it adds only its graph.
+static=(); [ "${STATIC_STEP:-1}" = 1 ] && static=(--static-step)
 $PY -m training export "$OUT/averaged.pt" "models/$PAIR" --name "$NAME" --version "$VERSION" \
   --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${tol[@]+"${tol[@]}"}" --gpu-dtype "${GPU_DTYPE:-fp16w}" \
-  --scores "$OUT/scores-$CHOICE.json" --test-file "$DATA/dev.tsv" --overwrite
+  "${static[@]+"${static[@]}"}" --scores "$OUT/scores-$CHOICE.json" --test-file "$DATA/dev.tsv" --overwrite
 cp "$DATA/LICENSES.md" "models/LICENSES-$PAIR.md"
 echo "installed models/$PAIR ($CHOICE, version $VERSION); scores in $OUT/scores-*.json"
