@@ -40,7 +40,7 @@ def read_sources(path: Path, n: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "en-de-0.8-soup" / "ship" / "averaged.pt"))
+    parser.add_argument("--checkpoint", default=str(ROOT / "runs" / "en-de-0.9-soup" / "ship" / "averaged.pt"))
     parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"))
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--batch-sizes", default="1,32")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stage a GPU measurement session (run here, from the project root, after `make install`). Everything goes
 # to .gpu/ (ignored by git). What worked on 2026-11-25 (docs/inference-core.md, "Measured on an H100"):
-#   bash bench/gpu_session/stage.sh [CHECKPOINT]     (default: runs/en-de-0.8-soup/ship/averaged.pt)
+#   bash bench/gpu_session/stage.sh [CHECKPOINT]     (default: runs/en-de-0.9-soup/ship/averaged.pt)
 #   bash bench/gpu_session/stage.sh hide             the two bundles (102 MB) out of what a device run carries
 # then, with the device tool, back to back (the machine goes back after 30 s idle):
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
@@ -22,7 +22,7 @@ case "${1:-}" in
     sed -i '/^\/models\/en-de\/$/d; /^\/models\/de-en\/$/d' .git/info/exclude
     echo "bundles tracked again"; exit 0 ;;
 esac
-CKPT=${1:-runs/en-de-0.8-soup/ship/averaged.pt}
+CKPT=${1:-runs/en-de-0.9-soup/ship/averaged.pt}
 PY=.venv/bin/python
 ORT=${ORT_VERSION:-1.31.1}
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
