@@ -305,7 +305,8 @@ class Engine:
         ``spinning`` lets idle intra-op threads busy-wait for work: a little lower latency on a machine
         of its own, much slower when the cores are shared (measured in docs/bundle.md).
         ``shared_pool`` makes this process's sessions share one pool of ``threads`` threads instead
-        (inference/threads.py: faster, most at small batches, but process-wide and final; the server's default).
+        (inference/threads.py: faster, most at small batches, but process-wide and final; the server's
+        ``MT_SHARED_POOL``).
 
         ``static_step`` decodes with fixed-shape state (inference/static_state.py; the graph set must have the
         static graphs: ``export --static-step``); on CUDA each step is then captured once and replayed as a
