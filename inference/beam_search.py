@@ -134,6 +134,11 @@ class BeamSearch:
     def keys(self) -> list[Hashable]:
         return [s.key for s in self._running]
 
+    @property
+    def age(self) -> int:
+        """Steps taken by the oldest running sentence: the cache columns every hypothesis of the set carries."""
+        return max((s.position for s in self._running), default=0)
+
     def admit(self, entries: Iterable[tuple[Hashable, list[int], SearchOptions]]) -> None:
         """Add sentences (key, source ids without EOS, options); they take their first step with the next."""
         entries = list(entries)

@@ -48,6 +48,12 @@ PROVIDERS = {
 _FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
+COHORTS_CPU = 4
+"""Most cohorts of a running set on the CPU with the dynamic state (RunningSet; measured in docs/scheduler.md)."""
+COHORT_CELLS = 512
+"""Padding (cache columns x beam) past which arrivals open a new cohort instead of joining the youngest."""
+
+
 class EngineError(RuntimeError):
     """The engine cannot run as asked (e.g. CUDA requested where there is none)."""
 
@@ -186,18 +192,34 @@ class RunningSet:
 
     Keys are the caller's (any hashable, unique among the running sentences). Not thread-safe: one thread
     drives a running set; the engine behind it may run several.
+
+    **Cohorts.** A set's device state is one dense batch: every hypothesis carries as many cache columns as the
+    set's oldest sentence has generated, so a sentence that joins late pays, at every one of its steps, for
+    columns it never wrote. On the CPU that padding is what a step costs most (each step gathers and copies the
+    whole cache), so there the set keeps up to ``engine.cohorts`` cohorts, each a beam search with its own state,
+    stepped one after the other: arrivals open a new cohort when joining the youngest would pad them with
+    ``COHORT_CELLS`` cache cells or more (columns x beam, summed), else they join it. On a GPU a graph call costs
+    about a whole step whatever its size, so it keeps one (docs/scheduler.md, "Cohorts").
     """
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        state = StaticState(engine) if engine.static_step else DeviceState(engine)
-        self.search = BeamSearch(state, vocab_size=engine.vocab_size, bos_id=engine.bos_id, eos_id=engine.eos_id)
+        self._cohorts: list[BeamSearch] = []  # oldest first
         self._sources: dict[Hashable, tuple[list[int], list[str], bool, DecodeOptions]] = {}
         self._ready: list[tuple[Hashable, Translation]] = []
 
     def __len__(self) -> int:
         """Sentences admitted and not yet returned."""
-        return len(self.search) + len(self._ready)
+        return sum(map(len, self._cohorts)) + len(self._ready)
+
+    @property
+    def keys(self) -> list[Hashable]:
+        """The sentences still decoding."""
+        return [key for cohort in self._cohorts for key in cohort.keys]
+
+    @property
+    def cohort_count(self) -> int:
+        return len(self._cohorts)
 
     def admit(self, items: Iterable[tuple[Hashable, str | list[int], DecodeOptions]]) -> None:
         """Add sentences (key, text or source ids without EOS, options); ValueError for bad ids or options,
@@ -222,24 +244,39 @@ class RunningSet:
                 continue
             self._sources[key] = (ids, pieces, truncated, options)
             entries.append((key, ids, engine.search_options(options, len(ids))))
-        self.search.admit(entries)
+        if entries:
+            self._cohort_for(entries).admit(entries)
         self._ready += ready
+
+    def _cohort_for(self, entries: list[tuple[Hashable, list[int], SearchOptions]]) -> BeamSearch:
+        young = self._cohorts[-1] if self._cohorts else None
+        padding = young.age * sum(options.beam_size for _, _, options in entries) if young else 0
+        if young is None or (len(self._cohorts) < self.engine.cohorts and padding >= COHORT_CELLS):
+            engine = self.engine
+            state = StaticState(engine) if engine.static_step else DeviceState(engine)
+            young = BeamSearch(state, vocab_size=engine.vocab_size, bos_id=engine.bos_id, eos_id=engine.eos_id)
+            self._cohorts.append(young)
+        return young
 
     def step(self) -> list[tuple[Hashable, Translation]]:
         """One decoder step for every running sentence; the sentences done after it (and any empty ones
         admitted since the last step), as Translations."""
         done, self._ready = self._ready, []
-        for key, finished in self.search.step():
-            ids, pieces, truncated, options = self._sources.pop(key)
-            done.append((key, self.engine.translation(ids, pieces, truncated, finished, options)))
+        for cohort in self._cohorts:
+            for key, finished in cohort.step():
+                ids, pieces, truncated, options = self._sources.pop(key)
+                done.append((key, self.engine.translation(ids, pieces, truncated, finished, options)))
+        self._cohorts = [cohort for cohort in self._cohorts if cohort]
         return done
 
     def drop(self, keys: Iterable[Hashable]) -> None:
         """Forget these sentences (running or done but not yet returned); unknown keys are ignored."""
         gone = set(keys)
         self._ready = [(k, t) for k, t in self._ready if k not in gone]
-        for key in self.search.drop(gone):
-            self._sources.pop(key, None)
+        for cohort in self._cohorts:
+            for key in cohort.drop(gone):
+                self._sources.pop(key, None)
+        self._cohorts = [cohort for cohort in self._cohorts if cohort]
 
 
 class Engine:
@@ -281,6 +318,8 @@ class Engine:
         """Static steps are captured and replayed as CUDA graphs (static_step on CUDA)."""
         self.static_decoder_path: Path | None = None
         self.static_pool = BufferPool(self)
+        self.cohorts = 1
+        """Most cohorts a running set keeps (RunningSet)."""
 
     @classmethod
     def load(
@@ -294,6 +333,7 @@ class Engine:
         graphs: str = "auto",
         static_step: bool = False,
         cuda_graph: bool = True,
+        cohorts: int | None = None,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -311,6 +351,9 @@ class Engine:
         ``static_step`` decodes with fixed-shape state (inference/static_state.py; the graph set must have the
         static graphs: ``export --static-step``); on CUDA each step is then captured once and replayed as a
         CUDA graph, unless ``cuda_graph`` is False.
+
+        ``cohorts`` caps the cohorts of a running set (RunningSet); None: ``COHORTS_CPU`` on the CPU with the
+        dynamic state, 1 on CUDA and with static steps, where a graph call costs more than padding does.
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -355,6 +398,11 @@ class Engine:
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
             engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
+        if cohorts is None:
+            cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1
+        if cohorts < 1:
+            raise EngineError(f"cohorts={cohorts} must be at least 1")
+        engine.cohorts = cohorts
         if providers[0] != engine.provider:
             log.warning(
                 "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider

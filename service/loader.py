@@ -50,12 +50,26 @@ class EngineLoader(Protocol):
 
 
 def load_engine(
-    bundle: Path, *, provider: str, threads: int, static_step: bool = False, shared_pool: bool = False
+    bundle: Path,
+    *,
+    provider: str,
+    threads: int,
+    static_step: bool = False,
+    shared_pool: bool = False,
+    cohorts: int = 0,
 ) -> Engine:
-    """The real engine (onnxruntime), imported only when a real bundle is loaded."""
+    """The real engine (onnxruntime), imported only when a real bundle is loaded; ``cohorts`` 0: the engine's
+    default."""
     from inference.engine import Engine as OnnxEngine
 
-    return OnnxEngine.load(bundle, provider=provider, threads=threads, static_step=static_step, shared_pool=shared_pool)
+    return OnnxEngine.load(
+        bundle,
+        provider=provider,
+        threads=threads,
+        static_step=static_step,
+        shared_pool=shared_pool,
+        cohorts=cohorts or None,
+    )
 
 
 @dataclass(frozen=True)

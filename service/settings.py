@@ -87,6 +87,14 @@ class Settings(BaseSettings):
         "(at once when it is empty or when they fill its free room), so one encoder call serves several "
         "arrivals; 1 admits at every step (docs/scheduler.md).",
     )
+    cohorts: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="Continuous scheduler: most cohorts in a running set. Late arrivals start a new one "
+        "instead of padding their cache to the set's oldest sentence (inference/engine.py, RunningSet). "
+        "0: 4 on the CPU, 1 on a GPU or with --static-step (docs/scheduler.md).",
+    )
     max_queue: int = Field(
         1024,
         ge=1,
