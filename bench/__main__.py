@@ -21,6 +21,7 @@ COMMANDS = {
     "model-memory": "bench.model_memory",
     # server load
     "load": "bench.load",
+    "running-sets": "bench.running_sets",
     "batch-wait": "bench.batch_wait",
     "overload": "bench.overload",
     "soak": "bench.soak",
