@@ -16,7 +16,9 @@ fp16, and the CPU's exact fp32 against the GPU's TF32, change). With ``--bundle`
 it by default (its cuda/ graphs), and bundle-main-on-cuda, its main (CPU) graphs forced onto the GPU.
 cuda-fp16w-static is the fp16w graphs with static-shape state, every decoder step replayed as a CUDA graph
 (inference/static_state.py; its first pass per configuration, which captures the graphs, is not timed);
-cuda-fp16w-static-nograph the same without capture.
+cuda-fp16w-static-nograph the same without capture. cuda-fp16w-fused and cuda-fp16w-fused-static are the
+fp16w graphs exported with ``--gpu-attention fused`` (each attention one MultiHeadAttention kernel, residual
+additions fused with their layer norms: training/fused.py), launched node by node and replayed.
 With ``--random PRESET`` the model is that training preset with random weights (seeded) and the
 vocabulary of ``--vocab`` (of the preset's size): a speed figure for an architecture nobody has trained yet.
 Its outputs mean nothing and their lengths are what the random weights make of them (often the length cap);
@@ -43,13 +45,16 @@ SYSTEMS = [
     "cuda-fp32",
     "cuda-fp16",
     "cuda-fp16w",
+    "cuda-fp16w-fused",
     "cuda-fp16w-static",
+    "cuda-fp16w-fused-static",
     "cuda-fp16w-static-nograph",
     "cuda-fp16-static",
     "cpu-fp32",
 ]
 STATIC = {
     "cuda-fp16w-static": ("fp16w", True),
+    "cuda-fp16w-fused-static": ("fp16w-fused", True),
     "cuda-fp16w-static-nograph": ("fp16w", False),
     "cuda-fp16-static": ("fp16s", True),
 }
@@ -109,8 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         "fp16": {"dtype": "fp16"},
         "fp16w": {"gpu_dtype": "fp16w", "static_step": any(STATIC[s][0] == "fp16w" for s in static)},
         "fp16s": {"gpu_dtype": "fp16", "static_step": True},
+        "fp16w-fused": {
+            "gpu_dtype": "fp16w",
+            "gpu_attention": "fused",
+            "static_step": any(STATIC[s][0] == "fp16w-fused" for s in static),
+        },
     }
-    needed = {"fp32", *(s.removeprefix("cuda-") for s in systems if s in ("cuda-fp16", "cuda-fp16w"))}
+    plain = ("cuda-fp16", "cuda-fp16w", "cuda-fp16w-fused")
+    needed = {"fp32", *(s.removeprefix("cuda-") for s in systems if s in plain)}
     needed |= {STATIC[s][0] for s in static}
     for name, how in exports.items():
         if name in needed:

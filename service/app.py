@@ -30,19 +30,33 @@ from service.settings import Settings
 
 log = logging.getLogger(__name__)
 
+CPU_REFILL_AT = 2
+"""A running set on the CPU takes in new sentences while at most this many decode in it (MT_REFILL_AT)."""
+
 
 def scheduler_kind(settings: Settings) -> str:
     """``MT_SCHEDULER``, with ``auto`` resolved: continuous batching where the engine will run on CUDA (a step
     costs nearly the same for 1 or 64 sentences there), whole batches on the CPU (docs/scheduler.md)."""
     if settings.scheduler != "auto":
         return settings.scheduler
+    return "continuous" if on_gpu(settings) else "batch"
+
+
+def on_gpu(settings: Settings) -> bool:
+    """Whether the engine will run on CUDA (where not, the model load reports why)."""
     from inference.engine import EngineError, choose_providers
 
     try:
-        on_gpu = choose_providers(settings.provider)[0] == "CUDAExecutionProvider"
+        return choose_providers(settings.provider)[0] == "CUDAExecutionProvider"
     except EngineError:
-        on_gpu = False  # the model load reports it
-    return "continuous" if on_gpu else "batch"
+        return False
+
+
+def refill_limit(settings: Settings) -> int | None:
+    """``MT_REFILL_AT`` with -1 resolved: 2 on the CPU, no limit on a GPU (docs/scheduler.md)."""
+    if settings.refill_at >= 0:
+        return settings.refill_at
+    return None if on_gpu(settings) else CPU_REFILL_AT
 
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -90,6 +104,7 @@ def create_app(
         max_queue=settings.max_queue,
         inflight=settings.inflight_batches,
         admit_every=settings.admit_every,
+        refill_at=refill_limit(settings),
     )
     service = ServiceState(
         settings=settings,

@@ -90,6 +90,10 @@ class BatchLimits:
     admit_every: int = 1
     """Continuous scheduler: a running set takes in waiting sentences at most every this many steps (at once
     when it is empty, or when the waiting ones fill its free room), so that one encoder call serves several."""
+    refill_at: int | None = None
+    """Continuous scheduler: a running set takes in waiting sentences only while at most this many decode in it
+    (None: always). On the CPU a small number keeps continuous batching's low latency at low load, while under
+    load a set fills, drains and refills much as a whole batch does, which costs less there (docs/scheduler.md)."""
 
 
 @dataclass(eq=False)

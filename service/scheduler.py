@@ -214,7 +214,9 @@ class Scheduler(QueueBound):
     def _admission_due(self, lane: _Lane, items: dict[Hashable, _Item], since_admit: int) -> bool:
         """Whether a running set takes in waiting sentences before this step (under the lock): every
         ``admit_every`` steps, and at once when it is empty or the waiting sentences fill its free room."""
-        every = self.limits.admit_every
+        every, refill_at = self.limits.admit_every, self.limits.refill_at
+        if items and refill_at is not None and len(items) > refill_at:
+            return False
         return (
             every <= 1
             or not items

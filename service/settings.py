@@ -87,6 +87,14 @@ class Settings(BaseSettings):
         "(at once when it is empty or when they fill its free room), so one encoder call serves several "
         "arrivals; 1 admits at every step (docs/scheduler.md).",
     )
+    refill_at: int = Field(
+        -1,
+        ge=-1,
+        le=1024,
+        description="Continuous scheduler: a running set takes in waiting sentences only while at most this many "
+        "decode in it, so under load it fills, drains and refills much as a whole batch does; 0: only when empty; "
+        "-1: 2 on the CPU, no limit on a GPU (docs/scheduler.md).",
+    )
     cohorts: int = Field(
         0,
         ge=0,

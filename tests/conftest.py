@@ -68,3 +68,26 @@ def tiny_static_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathF
         static_step=True,
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_fused_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint exported with fused attention (onnxruntime's MultiHeadAttention and
+    SkipLayerNormalization kernels, training/fused.py) in its main graphs and in a GPU set (fp32) that has the
+    static-shape graphs."""
+    from training.export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "tiny-fused"
+    export_bundle(
+        tiny_checkpoint,
+        out,
+        name="tiny-reverse",
+        version="1",
+        source_language="en",
+        target_language="de",
+        attention="fused",
+        gpu_dtype="fp32",
+        gpu_attention="fused",
+        static_step=True,
+    )
+    return out

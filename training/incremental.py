@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from core.graphs import GraphSpec, graph_spec
+from training.fused import CachedSelfAttention, KeyMaskedAttention
 from training.model import DecoderLayer, EncoderLayer, FeedForward, MultiHeadAttention, Transformer
 
 
@@ -68,9 +69,11 @@ class EncoderGraph(nn.Module):
     test sentences taken in file order a third of the positions are padding (docs/reports/profile-decode/report.md).
     """
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, fused: bool = False):
         super().__init__()
         self.model = model
+        self.fused = fused
+        """Each self-attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
 
     def forward(self, src_ids: Tensor) -> tuple[Tensor, ...]:
         model = self.model
@@ -85,10 +88,17 @@ class EncoderGraph(nn.Module):
             padded = x.new_zeros(rows, x.size(1)).index_put((real,), x)
             return [t.reshape(batch, length, heads, d_head).transpose(1, 2) for t in padded.split(d_model, dim=-1)]
 
+        keep = (~is_pad).to(torch.int32)  # (B, S), 1 at a real token: the fused kernel's key mask
         x = model.encoder_embed(src_ids).reshape(rows, d_model).index_select(0, real)
         for layer in cast(list[EncoderLayer], list(model.encoder_layers)):
 
             def self_attention(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
+                if self.fused:  # (B, S, d_model) in and out, the heads split and merged inside the kernel
+                    qkv = _fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                    padded = qkv.new_zeros(rows, qkv.size(1)).index_put((real,), qkv).reshape(batch, length, -1)
+                    q, k, v = padded.split(d_model, dim=-1)
+                    out, _ = KeyMaskedAttention.apply(q, k, v, keep, heads)
+                    return _linear(out.reshape(rows, d_model).index_select(0, real), attn.out_proj)
                 q, k, v = split(_fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
                 out, _ = attn.attend(q, k, v, pad_mask)
                 return _linear(out.transpose(1, 2).reshape(rows, d_model).index_select(0, real), attn.out_proj)
@@ -120,9 +130,18 @@ class DecoderStep(nn.Module):
     BOS) get a -inf bias folded into the output bias instead of a scatter over the logits.
     """
 
-    def __init__(self, model: Transformer, attention_layer: int = -1, static: bool = False, logits: bool = False):
+    def __init__(
+        self,
+        model: Transformer,
+        attention_layer: int = -1,
+        static: bool = False,
+        logits: bool = False,
+        fused: bool = False,
+    ):
         super().__init__()
         self.model = model
+        self.fused = fused
+        """Each attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
         self.logits = logits
         """Return (logits (rows, 1, vocab), *present) instead of the top-k and attention: what onnxruntime's own
         BeamSearch operator wants from its decoder (training/export/ort_beam_search.py)."""
@@ -152,23 +171,28 @@ class DecoderStep(nn.Module):
         heads, d_head = model.config.n_heads, d_model // model.config.n_heads
         # Reshapes use -1 for the row count wherever they can: a traced dynamic size is a chain of Shape,
         # Gather, Unsqueeze and Concat nodes per use, and every node costs a few microseconds per step.
-        offsets = positions[:, None].expand(-1, tokens.size(1)).reshape(-1, 1)  # (rows, 1): each row's position
-        x = model.decoder_embed(tokens.reshape(-1, 1), offset=offsets).reshape(-1, d_model)
+        # Each row's position (rows, 1). ``expand_as`` rather than ``expand(-1, hyps)``: the -1 costs an Equal
+        # and a Where per step in the traced graph.
+        offsets = positions[:, None].expand_as(tokens).reshape(-1, 1)
+        # The decoder's embedding (Embeddings.forward for one token at ``offset``), written on rows: a position
+        # table lookup by row rather than a range added to the offset.
+        embed = model.decoder_embed
+        x = embed.dropout(embed.token(tokens.reshape(-1)) * embed.scale + embed.positions[offsets.reshape(-1)])
         # Key j of the C a row sees (C = T + 1, or T when static) is its sentence's when j >= C - 1 - position
         # (the cache is right-aligned).
         cached = past[0].size(2)
-        if self.static:
-            columns = torch.arange(cached, device=tokens.device)
-            self_mask = (columns < cached - 1 - offsets)[:, None, None, :]  # (rows, 1, 1, T), True: not its own
-        else:
-            columns = torch.arange(cached + 1, device=tokens.device)
-            self_mask = (columns < cached - offsets)[:, None, None, :]  # (rows, 1, 1, T + 1)
+        width = cached if self.static else cached + 1
+        not_own = torch.arange(width, device=tokens.device) < width - 1 - offsets  # (rows, C), True: not its own
+        self_mask = not_own[:, None, None, :]
 
         def cached_rows(t: Tensor) -> Tensor:  # the rows' past, without the oldest column when static
             rows = t.index_select(0, reorder)
             return rows[:, :, 1:] if self.static else rows
 
         memory_mask = src_mask[:, None, None, :]
+        if self.fused:  # the kernel's key masks, once for every layer: int32, 1 at a key the row may see
+            own = (~not_own).to(torch.int32)  # (rows, C)
+            keep = (~src_mask).to(torch.int32)  # (B, S)
         present: list[Tensor] = []
         attention: list[Tensor] = []
         for i, layer in enumerate(layers):
@@ -190,6 +214,23 @@ class DecoderStep(nn.Module):
                     attention.append(weights.mean(dim=1))
                 return _linear(out.transpose(1, 2).reshape(-1, d_model), attn.out_proj)
 
+            def fused_self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
+                qkv = _fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                q, k_new, v_new = qkv.reshape(-1, 1, 3 * d_model).split(d_model, dim=-1)  # (rows, 1, d_model) each
+                past_k, past_v = cached_rows(past[2 * i]), cached_rows(past[2 * i + 1])
+                out, keys, values = CachedSelfAttention.apply(q, k_new, v_new, own, past_k, past_v)
+                present.extend((keys, values))
+                return _linear(out.reshape(-1, d_model), attn.out_proj)
+
+            def fused_cross_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.cross_attn) -> Tensor:
+                q = _linear(h, attn.q_proj).reshape(batch, -1, d_model)
+                out, scores = KeyMaskedAttention.apply(q, cross[2 * i], cross[2 * i + 1], keep, heads)
+                if i == self.attention_layer:
+                    attention.append(scores.softmax(dim=-1).mean(dim=1))
+                return _linear(out.reshape(-1, d_model), attn.out_proj)
+
+            if self.fused:
+                self_attention, cross_attention = fused_self_attention, fused_cross_attention
             x = layer.self_attn_norm(x, self_attention)
             x = layer.cross_attn_norm(x, cross_attention)
             x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))

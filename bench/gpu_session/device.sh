@@ -2,7 +2,8 @@
 # Runs ON the GPU machine, from the project root (see stage.sh for the order of the runs).
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
-#                             static-shape steps replayed as CUDA graphs, and without capture)
+#                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
+#                             attention, launched and replayed)
 #   device.sh measure-more    the base preset with random weights (the same systems), placement of the GPU graphs
 #                             (the static step's included), onnxruntime's BeamSearch operator against our loop
 #   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped, with static-shape steps
@@ -27,8 +28,8 @@ case "$step" in
     cp -r .gpu/model /tmp/model
     python3 -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers(); print('onnxruntime', o.__version__)" || exit 3
     timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"
-    S=cuda-fp32,cuda-fp16w,cuda-fp16w-static,cuda-fp16w-static-nograph
-    timeout 300 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+    S=cuda-fp32,cuda-fp16w,cuda-fp16w-fused,cuda-fp16w-static,cuda-fp16w-fused-static,cuda-fp16w-static-nograph
+    timeout 360 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
       --batch-sizes 1,32,128 --sentences 128 --repeats 3 --systems $S,cuda-fp16-static --out "$OUT/en-de" 2>&1 | quiet
     python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1 ;;
   measure-more)

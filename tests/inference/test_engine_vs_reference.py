@@ -28,13 +28,18 @@ TEXTS = [s for s, _ in PAIRS] + [
 BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 
 
-@pytest.fixture(scope="module", params=["dynamic", "static"])
+@pytest.fixture(scope="module", params=["dynamic", "static", "fused", "fused-static"])
 def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
-    """The engine as it runs by default, and with fixed-shape state (inference/static_state.py), which on a
-    GPU replays each step as a CUDA graph: both must decode exactly like the reference."""
+    """The engine as it runs by default, with fixed-shape state (inference/static_state.py), which on a GPU
+    replays each step as a CUDA graph, and both on graphs exported with fused attention (training/fused.py):
+    all must decode exactly like the reference."""
     if request.param == "static":
         bundle = request.getfixturevalue("tiny_static_bundle")
         return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    if request.param.startswith("fused"):
+        bundle = request.getfixturevalue("tiny_fused_bundle")
+        static = request.param == "fused-static"
+        return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda" if static else "main", static_step=static)
     return Engine.load(tiny_bundle, provider="cpu", threads=1)
 
 

@@ -27,6 +27,7 @@ from core.graphs import GRAPHS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export.common import (
+    ATTENTION_KINDS,
     DEFAULT_OPSET,
     DTYPES,
     GPU_DTYPES,
@@ -57,6 +58,8 @@ def export_bundle(
     attention_layer: int = -1,
     gpu_dtype: str = "none",
     static_step: bool = False,
+    attention: str = "plain",
+    gpu_attention: str = "plain",
     scores: dict[str, Any] | None = None,
     test_file: str | Path | None = None,
     tolerance: float | None = None,
@@ -67,6 +70,8 @@ def export_bundle(
     The bundle is assembled in a sibling temporary directory and moved into place only once the parity
     check has passed, so ``out_dir`` never holds half a bundle. ``static_step`` adds the static-shape graphs
     (static_decoder, place) to the GPU set, for the engine's ``static_step`` mode (docs/inference-core.md).
+    ``attention`` / ``gpu_attention``: how the main graphs / the GPU set compute attention, ``plain`` ONNX
+    operators or ``fused`` onnxruntime kernels (training/fused.py).
     """
     if static_step and gpu_dtype == "none":
         raise ExportError("--static-step adds graphs to the GPU set: name its dtype with --gpu-dtype too")
@@ -78,6 +83,9 @@ def export_bundle(
         raise ExportError(f"gpu_dtype={gpu_dtype!r}: use none, {', '.join(GPU_DTYPES)}")
     if dtype == "fp16" and quantize != "none":
         raise ExportError("--dtype fp16 and --quantize int8 exclude each other: int8 quantizes fp32 graphs")
+    for option, kind in (("--attention", attention), ("--gpu-attention", gpu_attention)):
+        if kind not in ATTENTION_KINDS:
+            raise ExportError(f"{option} {kind!r}: use one of {', '.join(ATTENTION_KINDS)}")
     if opset < DEFAULT_OPSET:
         raise ExportError(f"opset={opset}: the graphs need opset {DEFAULT_OPSET} or later (LayerNormalization)")
     out = Path(out_dir)
@@ -97,12 +105,18 @@ def export_bundle(
         started = time.perf_counter()
         fp32_dir = work / "fp32"
         fp32_dir.mkdir()
-        trace_graphs(model, fp32_dir, opset, attention_layer, static=static_step)
+        trace_graphs(model, fp32_dir, opset, attention_layer, static=static_step, attention=attention)
         bundle = work / "bundle"
         write_graphs(model, fp32_dir, bundle, mode, quantize)
         if gpu_dtype != "none":
-            write_graphs(model, fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
-        shutil.rmtree(fp32_dir)
+            gpu_fp32_dir = fp32_dir
+            if gpu_attention != attention:
+                gpu_fp32_dir = work / "fp32-gpu"
+                gpu_fp32_dir.mkdir()
+                trace_graphs(model, gpu_fp32_dir, opset, attention_layer, static=static_step, attention=gpu_attention)
+            write_graphs(model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
+            shutil.rmtree(gpu_fp32_dir)
+        shutil.rmtree(fp32_dir, ignore_errors=True)
         write_vocab_files(vocab_files, bundle)
         tokenizer = Tokenizer(bundle)
         if len(tokenizer) != config.model.vocab_size:
@@ -118,6 +132,7 @@ def export_bundle(
             )
             variants[GPU_VARIANT] = {
                 "dtype": gpu_dtype,
+                "attention": gpu_attention,
                 "provider": "CUDAExecutionProvider",
                 "graphs": {
                     role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle)
@@ -137,6 +152,7 @@ def export_bundle(
                 "opset": opset,
                 "dtype": dtype,
                 "quantize": quantize,
+                "attention": attention,
                 "attention_layer": attention_layer % layers,
                 "exporter": f"torch.onnx TorchScript (torch {torch.__version__}, onnx {onnx.__version__})",
                 "checkpoint": Path(checkpoint).name,

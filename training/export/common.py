@@ -12,6 +12,9 @@ QUANTIZATIONS = ("none", "int8", "int8-channel", "int8-channel-fp32-logits")
 # Largest |ONNX - PyTorch| accepted at export, by what the graphs hold. fp32 differs only by the order of
 # float operations; fp16 and int8 change the weights themselves (measured figures in docs/bundle.md).
 TOLERANCES = {"fp32": 1e-3, "fp16": 0.1, "fp16w": 0.1, "int8": 1.0}
+ATTENTION_KINDS = ("fused", "plain")
+"""``--attention``: fused (onnxruntime's MultiHeadAttention and SkipLayerNormalization kernels, the default) or
+plain (standard ONNX operators only, for runtimes other than onnxruntime)."""
 GPU_VARIANT = "cuda"
 """Where ``--gpu-dtype`` puts a second set of graphs, and its key in the manifest's ``variants``."""
 

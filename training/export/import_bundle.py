@@ -85,7 +85,8 @@ def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True
             param.copy_(torch.randn_like(param))
     export = manifest["export"]
     with tempfile.TemporaryDirectory(prefix="import-bundle-") as tmp:
-        trace_graphs(reference, Path(tmp), export["opset"], export["attention_layer"])
+        attention = export.get("attention", "plain")  # bundles before it were all plain
+        trace_graphs(reference, Path(tmp), export["opset"], export["attention_layer"], attention=attention)
         found: dict[str, torch.Tensor] = {}
         for role in (ENCODER_FILE, DECODER_FILE):
             found.update(_weights_of(onnx.load(str(Path(tmp) / role)), onnx.load(str(bundle / role)), reference, role))

@@ -89,7 +89,7 @@ def to_int8(src: Path, dst: Path, per_channel: bool = False, fp32_logits: bool =
     excluded = []
     if fp32_logits:
         graph = onnx.load(str(src)).graph
-        norms = [n.output[0] for n in graph.node if n.op_type == "LayerNormalization"]
+        norms = [n.output[0] for n in graph.node if n.op_type in ("LayerNormalization", "SkipLayerNormalization")]
         products = [n for n in graph.node if n.op_type in ("MatMul", "Gemm")]
         excluded = [n.name for n in products if norms and norms[-1] in n.input]
         if len(excluded) != 1:

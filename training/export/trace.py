@@ -14,8 +14,10 @@ import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import FLOAT, TensorSpec
+from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
 from training.export.weights import share_weights
+from training.fused import drop_unused_outputs, fuse_skip_layer_norm
 from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec
 from training.model import Transformer
 
@@ -47,20 +49,43 @@ def trace_module(
         )
 
 
-def trace_graphs(model: Transformer, directory: Path, opset: int, attention_layer: int, static: bool = False) -> None:
-    """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx."""
+def trace_graphs(
+    model: Transformer,
+    directory: Path,
+    opset: int,
+    attention_layer: int,
+    static: bool = False,
+    attention: str = "fused",
+) -> None:
+    """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx.
+
+    ``attention="fused"``: every attention is one onnxruntime ``MultiHeadAttention`` node and every residual
+    addition is fused with the layer norm that reads it (training/fused.py); ``"plain"``: standard ONNX
+    operators only, as the model writes them."""
+    if attention not in ATTENTION_KINDS:
+        raise ValueError(f"attention={attention!r}: use one of {', '.join(ATTENTION_KINDS)}")
+    fused = attention == "fused"
     graphs = [
-        ("encoder", EncoderGraph(model), encoder_example(model)),
-        ("decoder", DecoderStep(model, attention_layer), decoder_example(model)),
+        ("encoder", EncoderGraph(model, fused=fused), encoder_example(model)),
+        ("decoder", DecoderStep(model, attention_layer, fused=fused), decoder_example(model)),
     ]
     if static:  # its example cache is wider than every example position: the static cache's rule
         graphs.append(
-            ("static_decoder", DecoderStep(model, attention_layer, static=True), decoder_example(model, step=5))
+            (
+                "static_decoder",
+                DecoderStep(model, attention_layer, static=True, fused=fused),
+                decoder_example(model, step=5),
+            )
         )
     for role, module, example in graphs:
         contract = spec(role, model)
         path = directory / GRAPH_FILES[role]
         trace_module(module, example, path, contract.input_names, contract.output_names, contract.dynamic_axes, opset)
+        if fused:
+            graph = onnx.load(str(path))
+            drop_unused_outputs(graph)
+            fuse_skip_layer_norm(graph)
+            onnx.save(graph, str(path))
 
 
 def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str, static: bool = False) -> None:

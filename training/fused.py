@@ -1,0 +1,191 @@
+"""Attention as one onnxruntime kernel in the exported graphs.
+
+Traced as the model writes it, one attention is a dozen small ONNX nodes (head reshapes and transposes, the
+cache concatenation, two products, the mask, the softmax). A decoder step is mostly such nodes, and on a GPU each
+costs a kernel launch and onnxruntime's host work whatever its size (docs/inference-core.md). onnxruntime's
+``com.microsoft`` ``MultiHeadAttention`` kernel, on the CPU and on CUDA, does the same work in one node: it splits
+the heads, appends the new key and value to the cache (returning the grown cache), masks and multiplies.
+
+Each function here runs the model's arithmetic when called from PyTorch (so eager decoding and the export's parity
+check compute what ``MultiHeadAttention.attend`` computes, up to the mask value below) and becomes that one node
+when traced by the TorchScript-based exporter (its ``symbolic``). ``fuse_skip_layer_norm`` then merges each
+residual addition with the layer norm that reads it, after tracing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import onnx
+import torch
+from torch import Tensor
+
+MASKED = -10000.0
+"""What a forbidden key's score becomes: onnxruntime's own mask value (``mask_filter_value``), finite so an fp16
+graph holds it. ``exp`` of a score that far below the row's best is 0 in float32, as with ``-inf``."""
+
+
+def _heads(x: Tensor, heads: int) -> Tensor:
+    """(B, S, heads * d_head) -> (B, heads, S, d_head)."""
+    return x.reshape(x.size(0), x.size(1), heads, -1).transpose(1, 2)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, scores: Tensor) -> Tensor:
+    """softmax(scores) V over (B, heads, S, ·) tensors, merged back to (B, S, heads * d_head)."""
+    out = scores.softmax(dim=-1) @ v
+    return out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)
+
+
+def _scores(q: Tensor, k: Tensor) -> Tensor:
+    return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+
+
+def _placeholder(g: Any) -> Any:
+    from torch.onnx.symbolic_helper import _optional_input_placeholder_tensor
+
+    return _optional_input_placeholder_tensor(g)
+
+
+class CachedSelfAttention(torch.autograd.Function):
+    """One new position per row against its cache: ``query``, ``key``, ``value`` (rows, 1, d_model) from the
+    projections, ``own`` (rows, T + 1) int32, 1 at the columns that are the row's own (the cache is shared by
+    sentences at different positions), ``past_key`` / ``past_value`` (rows, heads, T, d_head). Returns the
+    attention output (rows, 1, d_model) and the grown cache, (rows, heads, T + 1, d_head) each."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, query: Tensor, key: Tensor, value: Tensor, own: Tensor, past_key: Tensor, past_value: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        heads = past_key.size(1)
+        keys = torch.cat([past_key, _heads(key, heads)], dim=2)
+        values = torch.cat([past_value, _heads(value, heads)], dim=2)
+        q = _heads(query, heads)
+        scores = _scores(q, keys).masked_fill(own[:, None, None, :] == 0, MASKED)
+        return _attend(q, keys, values, scores), keys, values
+
+    @staticmethod
+    def symbolic(g: Any, query: Any, key: Any, value: Any, own: Any, past_key: Any, past_value: Any) -> Any:
+        from torch.onnx.symbolic_helper import _get_tensor_dim_size
+
+        none = _placeholder(g)  # no projection bias (the projection added it), no attention bias
+        outputs = g.op(
+            "com.microsoft::MultiHeadAttention",
+            *(query, key, value, none, own, none, past_key, past_value),
+            num_heads_i=_get_tensor_dim_size(past_key, 1),
+            outputs=3,
+        )
+        return _typed(outputs, query, past_key, past_key)
+
+
+class KeyMaskedAttention(torch.autograd.Function):
+    """Queries against keys with padding: ``query`` (B, S_q, d_model); ``key`` / ``value`` either (B, S, d_model)
+    (the encoder's self-attention) or already split into heads, (B, heads, S, d_head) (the decoder's
+    cross-attention over the encoder's projections); ``keep`` (B, S) int32, 1 at a real token. Returns the output
+    (B, S_q, d_model) and the masked scores (B, heads, S_q, S), ``MASKED`` at padding, whose softmax is the
+    attention weights (onnxruntime masks by replacing the scores, not by adding to them)."""
+
+    @staticmethod
+    def forward(ctx: Any, query: Tensor, key: Tensor, value: Tensor, keep: Tensor, heads: int) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        if key.dim() == 3:
+            key, value = _heads(key, heads), _heads(value, heads)
+        q = _heads(query, heads)
+        scores = _scores(q, key).masked_fill(keep[:, None, None, :] == 0, MASKED)
+        return _attend(q, key, value, scores), scores
+
+    @staticmethod
+    def symbolic(g: Any, query: Any, key: Any, value: Any, keep: Any, heads: int) -> Any:
+        none = _placeholder(g)
+        # Outputs 1 and 2 (the cache it would grow) are left unnamed after tracing: ``drop_unused_outputs``.
+        out, _, _, scores = g.op(
+            "com.microsoft::MultiHeadAttention", query, key, value, none, keep, num_heads_i=heads, outputs=4
+        )
+        return _typed((out, scores), query, query)
+
+
+def _typed(outputs: Any, *like: Any) -> Any:
+    """Give each traced output the element type of the matching input and its rank, every axis dynamic: the
+    exporter cannot infer a ``com.microsoft`` node's outputs, and a wrong fixed size would be worse than none."""
+    for output, source in zip(outputs, like, strict=True):
+        rank = 4 if output is not outputs[0] else source.type().dim()
+        output.setType(source.type().with_sizes([None] * rank))
+    return outputs
+
+
+def drop_unused_outputs(model: onnx.ModelProto) -> None:
+    """Leave the outputs of ``com.microsoft`` nodes that nothing reads unnamed, so onnxruntime does not compute
+    them (a traced node names every output it declares)."""
+    read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    for node in model.graph.node:
+        if node.domain == "com.microsoft":
+            for i, name in enumerate(node.output):
+                if name not in read:
+                    node.output[i] = ""
+
+
+def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
+    """Each ``LayerNormalization`` over the last axis of an ``Add`` of two activations of the same shape becomes
+    one ``com.microsoft`` ``SkipLayerNormalization`` (on the CPU and on CUDA): the residual addition and the
+    norm in one kernel. Where the sum is read elsewhere too (pre-norm: it is the next residual), the fused node
+    returns it as its fourth output under the same name. Returns how many were fused."""
+    from onnx import helper
+
+    graph = model.graph
+    producer = {name: node for node in graph.node for name in node.output}
+    constants = {t.name for t in graph.initializer}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    outputs = {o.name for o in graph.output}
+    shapes = _inferred_shapes(model)
+    fused, sums = 0, set()
+    for index, node in enumerate(list(graph.node)):
+        if node.op_type != "LayerNormalization" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+        add = producer.get(node.input[0])
+        if axis != -1 or add is None or add.op_type != "Add" or len(node.input) < 3:
+            continue
+        if any(name in constants or producer.get(name) is None for name in add.input):
+            continue  # a bias or a graph input: not a residual of two activations
+        if not _same_shape(shapes.get(add.input[0]), shapes.get(add.input[1])):
+            continue
+        epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        sum_elsewhere = readers.get(add.output[0], 0) > 1 or add.output[0] in outputs
+        skip = helper.make_node(
+            "SkipLayerNormalization",
+            [add.input[0], add.input[1], node.input[1], node.input[2]],
+            [node.output[0], "", "", add.output[0] if sum_elsewhere else ""],
+            name=f"skip_{node.name or index}",
+            domain="com.microsoft",
+            epsilon=epsilon,
+        )
+        position = list(graph.node).index(node)
+        graph.node.insert(position, skip)
+        graph.node.remove(node)
+        sums.add(add.output[0])
+        fused += 1
+    for node in list(graph.node):
+        if node.op_type == "Add" and node.output[0] in sums:
+            graph.node.remove(node)
+    if fused and not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return fused
+
+
+def _same_shape(sa: list[int | None] | None, sb: list[int | None] | None) -> bool:
+    """Whether two inferred shapes have the same rank, the same known last axis and no dimension known to differ."""
+    if sa is None or sb is None or len(sa) != len(sb) or len(sa) < 2:
+        return False
+    return all(x == y or x is None or y is None for x, y in zip(sa, sb, strict=True)) and sa[-1] is not None
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes: dict[str, list[int | None]] = {}
+    for info in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
+        dims = info.type.tensor_type.shape.dim
+        if info.type.tensor_type.HasField("shape"):
+            shapes[info.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    return shapes
