@@ -298,3 +298,36 @@ def test_a_reload_during_random_arrivals_finishes_each_request_on_its_own_model(
         assert got == ("" if which == "old" else "v2:") + " ".join(reversed(text.split()))
     assert {len(b) for b in old.batches} and {len(b) for b in new.batches}
     assert lanes <= 1  # the old model's lane is gone once drained (the new one's may still idle)
+
+
+@pytest.mark.parametrize("refill_at", [None, 0, 2])
+def test_a_set_takes_in_sentences_only_while_few_decode_in_it(refill_at: int | None) -> None:
+    """MT_REFILL_AT: with a limit, a running set admits waiting sentences only while at most that many decode
+    in it (0: only when it is empty), so under load it fills, drains and refills like a whole batch; without
+    one, at any step. Every request is answered either way."""
+    e = engine(steps_per_word=1, step_s=0.003)
+    arrivals = [words(8, 10 + i) for i in range(12)]
+
+    async def body(s: Scheduler) -> list[str]:
+        first = asyncio.create_task(s.translate(e, [e.tokenize(words(40, 3))], GREEDY, 10))
+        await asyncio.sleep(0.01)
+        tasks = []
+        for text in arrivals:
+            tasks.append(asyncio.create_task(s.translate(e, [e.tokenize(text)], GREEDY, 10)))
+            await asyncio.sleep(0.006)
+        answers = [t.best.text for [t] in await asyncio.gather(*tasks)]
+        await first
+        return answers
+
+    answers = run(BatchLimits(inflight=1, refill_at=refill_at), body)
+    assert answers == [" ".join(reversed(text.split())) for text in arrivals]
+    steps = admission_steps(e.batches)
+    assert len(steps) > 1, steps
+    sizes = [len(batch) for batch in e.batches]
+    if refill_at is None:
+        assert max(sizes) > 3, sizes  # the arrivals piled into the set while the long sentence ran
+    else:
+        for step in steps[1:]:  # the sentences still decoding when the set took in new ones
+            before = {tuple(ids) for ids in e.batches[step - 1]}
+            now = {tuple(ids) for ids in e.batches[step]}
+            assert len(before & now) <= refill_at, (step, sizes)
