@@ -18,6 +18,7 @@ COMMANDS = {
     "profile-decode": "bench.profile_decode",
     "gpu": "bench.gpu",
     "ort-beam-search": "bench.ort_beam_search",
+    "attention": "bench.attention",
     "model-memory": "bench.model_memory",
     # server load
     "load": "bench.load",

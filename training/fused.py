@@ -15,11 +15,13 @@ residual addition with the layer norm that reads it, after tracing.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:  # onnx only where graphs are rewritten: training itself does not need it
+    import onnx
 
 MASKED = -10000.0
 """What a forbidden key's score becomes: onnxruntime's own mask value (``mask_filter_value``), finite so an fp16
@@ -182,6 +184,8 @@ def _same_shape(sa: list[int | None] | None, sb: list[int | None] | None) -> boo
 
 
 def _inferred_shapes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+    import onnx
+
     inferred = onnx.shape_inference.infer_shapes(model)
     shapes: dict[str, list[int | None]] = {}
     for info in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:

@@ -130,6 +130,8 @@ async def _params(request: Request) -> dict[str, Any]:
 
 
 def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
+    if "api_key" in params and not isinstance(params["api_key"], str):  # the documented type, key or no key
+        raise LtError(400, "Invalid request: api_key must be a string")
     expected = service.settings.api_key
     if expected is None:
         return

@@ -132,6 +132,15 @@ def test_the_api_key_is_asked_for_as_libretranslate_does(tmp_path: Path) -> None
         assert LibreTranslateAPI(s.url + "/libretranslate/", api_key="k3y").translate("a b", "en", "de") == "b a"
         r = s.client.post("/libretranslate/translate", json={"q": "a", "source": "en", "target": "de", "api_key": "no"})
         assert r.status_code == 403 and r.json() == {"error": "Invalid API key"}
+        for key in (None, 5):  # not the documented string: refused as a bad request, key set or not
+            r = s.client.post("/libretranslate/detect", json={"q": "a", "api_key": key})
+            assert r.status_code == 400 and "api_key must be a string" in r.json()["error"]
+
+
+def test_an_api_key_of_another_type_is_refused_without_a_server_key(server: ThreadServer) -> None:
+    r = server.client.post("/libretranslate/detect", json={"q": "a b", "api_key": None})
+    assert r.status_code == 400 and "api_key must be a string" in r.json()["error"]
+    assert server.client.post("/libretranslate/detect", json={"q": "a b", "api_key": ""}).status_code == 200
 
 
 def test_html_keeps_its_markup_as_libretranslate_promises(server: ThreadServer) -> None:
