@@ -12,7 +12,8 @@ Three things are measured, each alternating the two exports ``--repeats`` times,
   and host work per node, docs/inference-core.md);
 - one encoder call (sentences of 28 pieces, some padded) and one decoder step (``--beam`` hypotheses a sentence,
   20 cached positions, 25 source positions) on random inputs, per batch size;
-- the engine decoding the input's sentences (one a line, or the source column of a TSV) at each batch size with
+- the engine decoding the input's sentences (one a line, the source column of a TSV, or ``stdlib-docs``:
+  sentences of Python's own documentation, read at run time) at each batch size with
   beam ``--beam``: sentences/s, and how many best outputs the two share.
 
 Writes OUT.md and OUT.json.
@@ -33,7 +34,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, command_line, machine, report_dir, write_report
+from bench.loadtools import ROOT, STDLIB_DOCS, command_line, machine, report_dir, stdlib_sentences, write_report
 from core.bundle import read_manifest
 from core.translation import DecodeOptions
 from inference.engine import Engine, choose_providers
@@ -128,7 +129,10 @@ def time_calls(
     return {kind: statistics.median(t) for kind, t in times.items()}
 
 
-def read_sentences(path: Path, n: int) -> list[str]:
+def read_sentences(source: str, n: int) -> list[str]:
+    if source == STDLIB_DOCS:
+        return stdlib_sentences(n)
+    path = Path(source)
     lines = [line.split("\t", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
     lines = [line for line in lines if line]
     if not lines:
@@ -143,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", required=True, help="a training checkpoint (or import-bundle's output)")
     parser.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--dtype", default="fp32", choices=tuple(DTYPES))
-    parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"))
+    parser.add_argument(
+        "--input",
+        default=str(ROOT / "data" / "en-de" / "test.tsv"),
+        help=f"sentences, one a line or a TSV's first column; {STDLIB_DOCS}: Python's own documentation",
+    )
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--batch-sizes", default="1,8,32")
     parser.add_argument("--beam", type=int, default=4)
@@ -153,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     providers = choose_providers(args.provider)
-    texts = read_sentences(Path(args.input), args.sentences)
+    texts = read_sentences(args.input, args.sentences)
     rng = np.random.default_rng(0)
 
     work = Path(tempfile.mkdtemp(prefix="bench-attention-"))

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Coroutine, Iterator
@@ -192,6 +193,36 @@ def alternated(
             hyps[key], took = translate_texts(engine, sources, option, batch)
             seconds[key].append(took)
     return hyps, seconds
+
+
+STDLIB_DOCS = "stdlib-docs"
+"""An ``--input`` that needs no corpus: English sentences read at run time from the installed Python's own
+documentation (``stdlib_sentences``)."""
+
+
+def stdlib_sentences(n: int, seed: int = 1) -> list[str]:
+    """Up to ``n`` English sentences of software documentation (5 to 35 words, no code) from the docstrings of
+    some of Python's standard modules as pydoc renders them, shuffled with ``seed``: the domain the default
+    model knows, for speed figures on a machine without data/ (python -m training build-corpus). Nothing of it is
+    stored here; the same Python version gives the same sentences."""
+    import importlib
+    import pydoc
+
+    modules = ["argparse", "logging", "json", "subprocess", "os", "pathlib", "shutil", "tarfile", "zipfile"]
+    modules += ["sqlite3", "csv", "email", "http.client", "urllib.request", "unittest", "datetime", "collections"]
+    modules += ["socket", "threading", "asyncio"]
+    found: dict[str, None] = {}
+    for name in modules:
+        text = pydoc.plain(pydoc.render_doc(importlib.import_module(name)))
+        for paragraph in re.split(r"\n\s*\n", text):
+            for sentence in re.split(r"(?<=[.!?])\s+", " ".join(paragraph.split())):
+                words = sentence.split()
+                if 5 <= len(words) <= 35 and sentence[0].isupper() and sentence.endswith("."):
+                    if not re.search(r"[|=<>{}\[\]_]|\(\)", sentence):
+                        found[sentence] = None
+    sentences = list(found)
+    random.Random(seed).shuffle(sentences)
+    return sentences[:n]
 
 
 def command_line(benchmark: str, argv: list[str] | None) -> str:
