@@ -142,3 +142,21 @@ def test_static_steps_replayed_as_cuda_graphs_decode_like_the_cpu(
                 assert hg.score == pytest.approx(hc.score, abs=1e-2)
                 np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
     assert _admitted_mid_run(cpu_engine) == _admitted_mid_run(static)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_fused_attention_decodes_on_cuda_like_the_cpu(
+    tiny_fused_bundle: Path, cpu_engine: Engine, static: bool
+) -> None:
+    """Graphs exported with fused attention (MultiHeadAttention and SkipLayerNormalization kernels, training/fused.py)
+    on CUDA: the beams, scores and attention of the plain graphs on the CPU, for whole batches and for sentences
+    admitted mid-run, launched node by node and (static) replayed as CUDA graphs."""
+    fused = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", static_step=static)
+    for batch in (1, 5, 24):
+        cpu, gpu = _decode(cpu_engine, BEAM, batch), _decode(fused, BEAM, batch)
+        for c, g in zip(cpu, gpu, strict=True):
+            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+            for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
+                assert hg.score == pytest.approx(hc.score, abs=1e-2)
+                np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+    assert _admitted_mid_run(fused) == _admitted_mid_run(cpu_engine)
