@@ -4,8 +4,9 @@
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
-#   device.sh measure-more    the base preset with random weights (the same systems), placement of the GPU graphs
-#                             (the static step's included), onnxruntime's BeamSearch operator against our loop
+#   device.sh measure-more    the base preset with random weights (the same systems), fused against plain graphs
+#                             (bench attention), placement of the GPU graphs (the static step's included),
+#                             onnxruntime's BeamSearch operator against our loop
 #   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped, with static-shape steps
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
@@ -35,8 +36,11 @@ case "$step" in
   measure-more)
     . /tmp/gpu-env.sh
     S=cuda-fp32,cuda-fp16w,cuda-fp16w-static,cuda-fp16w-static-nograph
-    timeout 150 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab --input /tmp/model/test.tsv --beams 4 \
-      --batch-sizes 32,128 --max-length 28 --systems $S --out "$OUT/base-random" 2>&1 | quiet
+    [ -d /tmp/model/base-vocab ] && timeout 150 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab \
+      --input /tmp/model/test.tsv --beams 4 --batch-sizes 32,128 --max-length 28 --systems $S --out "$OUT/base-random" \
+      2>&1 | quiet
+    timeout 120 python3 -m bench attention --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --provider cuda \
+      --dtype fp16w --sentences 128 --batch-sizes 1,32,128 --repeats 3 --out "$OUT/attention" 2>&1 | quiet | tail -25
     timeout 60 python3 bench/gpu_session/placement.py /tmp/bundle --out "$OUT/placement.json" 2>&1 | tail -40
     timeout 200 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32,128 --out "$OUT/ort-beam-search" 2>&1 | quiet ;;

@@ -50,15 +50,30 @@ PY
 )
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$G/whl" $pins 2>&1 | grep -v '^WARNING' || true
 # The model: its weights rounded to fp16 (half the size; fp32, fp16 and fp16w graphs exported from it then hold
-# the same weights), the test sentences, and a 16k vocabulary for the untrained base preset.
+# the same weights), the test sentences, and a 16k vocabulary for the untrained base preset. On a fresh clone
+# (no runs/, no data/) the weights are the shipped bundle's, read back (import-bundle: int8 dequantized, the same
+# speed), and the sentences are Python's own documentation (bench/loadtools.py stdlib_sentences).
+if [ ! -f "$CKPT" ]; then
+  echo "$CKPT is missing: importing the weights of models/en-de instead"
+  CKPT=$G/dl/imported.pt
+  [ -f "$CKPT" ] || $PY -m training import-bundle models/en-de "$CKPT" > /dev/null
+fi
 $PY - "$CKPT" "$G/model/model.pt" <<'PY'
 import sys, torch
 payload = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 payload["model"] = {k: v.half() if v.is_floating_point() else v for k, v in payload["model"].items()}
 torch.save(payload, sys.argv[2])
 PY
-cp data/en-de/test.tsv "$G/model/test.tsv"
-[ -f "$G/model/base-vocab/spm.model" ] || $PY -m training vocab data/en-de/train.tsv --out "$G/model/base-vocab" --size 16000
+if [ -f data/en-de/test.tsv ]; then
+  cp data/en-de/test.tsv "$G/model/test.tsv"
+else
+  $PY -c "from bench.loadtools import stdlib_sentences; print('\n'.join(stdlib_sentences(400)))" > "$G/model/test.tsv"
+fi
+if [ -f data/en-de/train.tsv ]; then
+  [ -f "$G/model/base-vocab/spm.model" ] || $PY -m training vocab data/en-de/train.tsv --out "$G/model/base-vocab" --size 16000
+else
+  echo "no data/en-de/train.tsv: no 16k vocabulary, so measure-more skips the base preset"
+fi
 # Parts: what travels with every run anyway is the working tree (hide the bundles first).
 tree_kib=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 [ "$tree_kib" -lt 20000 ] || { echo "the working tree is $((tree_kib / 1024)) MiB: run '$0 hide' first"; exit 1; }
