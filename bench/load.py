@@ -36,6 +36,7 @@ import httpx
 
 from bench.loadtools import (
     ROOT,
+    STDLIB_DOCS,
     machine,
     metric,
     percentile,
@@ -43,6 +44,7 @@ from bench.loadtools import (
     report_path,
     run_loop,
     server_process,
+    stdlib_sentences,
     thread_cpu_seconds,
     write_report,
 )
@@ -267,7 +269,11 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--bundle", default=str(ROOT / "models" / "en-de"))
-    parser.add_argument("--input", default=str(ROOT / "data" / "en-de" / "test.tsv"), help="TSV, first column")
+    parser.add_argument(
+        "--input",
+        default=str(ROOT / "data" / "en-de" / "test.tsv"),
+        help=f"TSV, first column; {STDLIB_DOCS}: sentences of Python's own documentation (no corpus needed)",
+    )
     parser.add_argument("--levels", default="1,4,16,32", help="concurrent clients, comma separated")
     parser.add_argument("--requests", type=int, default=96, help="requests answered per level")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds per level at most")
@@ -323,8 +329,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from inference.engine import Engine
 
-    lines = Path(args.input).read_text(encoding="utf-8").splitlines()
-    sentences = [line.split("\t")[0] for line in lines if line.strip()]
+    if args.input == STDLIB_DOCS:
+        sentences = stdlib_sentences(1000)
+    else:
+        lines = Path(args.input).read_text(encoding="utf-8").splitlines()
+        sentences = [line.split("\t")[0] for line in lines if line.strip()]
     sentences = mixed_texts(sentences, max(args.requests, 1)) if args.mixed else sentences[: max(args.requests, 1)]
     levels = [int(c) for c in args.levels.split(",")]
     work = tempfile.TemporaryDirectory(prefix="bench-load-")  # removed when main returns

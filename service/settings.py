@@ -39,7 +39,13 @@ class Settings(BaseSettings):
     )
     port: int = Field(8000, ge=0, le=65535, description="TCP port to listen on.")
     provider: Provider = Field("auto", description="Execution provider: auto (CUDA if a GPU is usable), cpu, cuda.")
-    threads: int = Field(0, ge=0, description="Intra-op threads for inference; 0 lets onnxruntime decide.")
+    threads: int = Field(
+        0,
+        ge=0,
+        description="onnxruntime intra-op threads of each batch in flight; 0: on the CPU, the usable CPUs (the "
+        "container's CPU limit included) divided among --inflight-batches, at least 1 (docs/scheduler.md); on a "
+        "GPU or with --shared-pool, onnxruntime's default.",
+    )
     shared_pool: bool = Field(
         False,
         description="Every model's sessions share one pool of --threads intra-op threads (inference/threads.py): "

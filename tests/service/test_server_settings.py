@@ -44,3 +44,43 @@ def test_help_lists_every_flag_with_its_variable(capsys: pytest.CaptureFixture[s
     for flag, env in [("--bundle", "MT_BUNDLE"), ("--max-wait-ms", "MT_MAX_WAIT_MS")]:
         assert flag in out and env in out
     assert "default: 4096" in out
+
+
+def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """MT_THREADS=0 on the CPU: the usable CPUs (a container's quota included) divided among the batches that
+    decode at once, at least one each; what the server then asks each model's engine for."""
+    import service.app as app
+    from testkit.fake_engine import FakeLoader, write_fake_bundle
+    from tests.service.servers import settings_for, thread_server
+
+    quota = tmp_path / "cpu.max"
+    monkeypatch.setattr(app, "CGROUP_CPU_MAX", quota)
+    monkeypatch.setattr(app.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert app.usable_cpus() == 16  # no cgroup file: the affinity
+    quota.write_text("max 100000\n")
+    assert app.usable_cpus() == 16
+    quota.write_text("250000 100000\n")  # a limit of 2.5 CPUs
+    assert app.usable_cpus() == 3
+    cpu = {"provider": "cpu"}
+    assert app.engine_threads(Settings(**cpu)) == 1  # 3 CPUs, 2 batches in flight
+    assert app.engine_threads(Settings(**cpu, inflight_batches=1)) == 3
+    quota.write_text("max 100000\n")
+    assert app.engine_threads(Settings(**cpu)) == 8
+    assert app.engine_threads(Settings(**cpu, inflight_batches=8)) == 2
+    quota.write_text("50000 100000\n")  # half a CPU: one thread even for two batches
+    assert (app.usable_cpus(), app.engine_threads(Settings(**cpu))) == (1, 1)
+    assert app.engine_threads(Settings(**cpu, threads=6)) == 6  # set: kept
+    assert app.engine_threads(Settings(**cpu, shared_pool=True)) == 0  # the pool's size is onnxruntime's
+
+    asked: list[int] = []
+    fake = FakeLoader()
+
+    def loader(bundle: Path, *, provider: str, threads: int) -> object:
+        asked.append(threads)
+        return fake(bundle, provider=provider, threads=threads)
+
+    with thread_server(settings_for(write_fake_bundle(tmp_path / "en-de"), **cpu, inflight_batches=4), loader) as s:
+        assert s.client.post("/translate", json={"text": "a b"}).status_code == 200
+    assert asked == [4]
