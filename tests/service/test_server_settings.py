@@ -74,6 +74,7 @@ def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
     assert app.engine_threads(Settings(**cpu, threads=6)) == 6  # set: kept
     assert app.engine_threads(Settings(**cpu, shared_pool=True)) == 0  # the pool's size is onnxruntime's
 
+    quota.write_text("max 100000\n")
     asked: list[int] = []
     fake = FakeLoader()
 
