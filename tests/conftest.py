@@ -51,23 +51,19 @@ def tiny_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory)
     return out
 
 
+def _export_tiny(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory, name: str, **how: object) -> Path:
+    from training.export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / name
+    meta = {"name": "tiny-reverse", "version": "1", "source_language": "en", "target_language": "de"}
+    export_bundle(checkpoint, out, **meta, **how)  # type: ignore[arg-type]
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_static_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny checkpoint exported with a GPU set (fp32) that has the static-shape graphs (``--static-step``)."""
-    from training.export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "tiny-static"
-    export_bundle(
-        tiny_checkpoint,
-        out,
-        name="tiny-reverse",
-        version="1",
-        source_language="en",
-        target_language="de",
-        gpu_dtype="fp32",
-        static_step=True,
-    )
-    return out
+    return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-static", gpu_dtype="fp32", static_step=True)
 
 
 @pytest.fixture(scope="session")
@@ -75,19 +71,5 @@ def tiny_fused_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFa
     """The tiny checkpoint exported with fused attention (onnxruntime's MultiHeadAttention and
     SkipLayerNormalization kernels, training/fused.py) in its main graphs and in a GPU set (fp32) that has the
     static-shape graphs."""
-    from training.export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "tiny-fused"
-    export_bundle(
-        tiny_checkpoint,
-        out,
-        name="tiny-reverse",
-        version="1",
-        source_language="en",
-        target_language="de",
-        attention="fused",
-        gpu_dtype="fp32",
-        gpu_attention="fused",
-        static_step=True,
-    )
-    return out
+    how = {"attention": "fused", "gpu_dtype": "fp32", "gpu_attention": "fused", "static_step": True}
+    return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-fused", **how)

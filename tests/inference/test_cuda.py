@@ -37,6 +37,18 @@ def _decode(engine: Engine, options: DecodeOptions, batch: int) -> list[Translat
     return out
 
 
+def _assert_decodes_like(expected: Engine, engine: Engine, batches: tuple[int, ...]) -> None:
+    """``engine`` finds the beams ``expected`` finds at each batch size. onnxruntime's CUDA provider runs fp32
+    products in TF32 on Ampere and later (its use_tf32 default): scores and attention ~1e-3 off the CPU's."""
+    for batch in batches:
+        for c, g in zip(_decode(expected, BEAM, batch), _decode(engine, BEAM, batch), strict=True):
+            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+            for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
+                assert hg.score == pytest.approx(hc.score, abs=1e-2)
+                assert hc.attention is not None and hg.attention is not None
+                np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+
+
 @pytest.fixture(scope="module")
 def cpu_engine(tiny_bundle: Path) -> Engine:
     return Engine.load(tiny_bundle, provider="cpu", threads=1)
@@ -56,15 +68,7 @@ def test_cuda_engine_runs_on_the_gpu(cuda_engine: Engine) -> None:
 
 @pytest.mark.parametrize("batch", [1, 5, 24])
 def test_cuda_beam_search_equals_cpu(cpu_engine: Engine, cuda_engine: Engine, batch: int) -> None:
-    cpu, gpu = _decode(cpu_engine, BEAM, batch), _decode(cuda_engine, BEAM, batch)
-    for c, g in zip(cpu, gpu, strict=True):
-        assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
-        for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
-            # onnxruntime's CUDA provider runs fp32 products in TF32 on Ampere and later (its use_tf32
-            # default): ~1e-3 off the CPU's scores, the same tokens.
-            assert hg.score == pytest.approx(hc.score, abs=1e-2)
-            assert hc.attention is not None and hg.attention is not None
-            np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+    _assert_decodes_like(cpu_engine, cuda_engine, (batch,))
 
 
 def test_fp16_bundle_exports_checks_and_decodes_on_cuda(
@@ -134,13 +138,7 @@ def test_static_steps_replayed_as_cuda_graphs_decode_like_the_cpu(
     time the pooled buffers and their captured graphs are reused), then sentences admitted mid-run."""
     static = Engine.load(tiny_static_bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=cuda_graph)
     assert static.cuda_graph is cuda_graph and static.static_step
-    for batch in (1, 5, 24, 5):
-        cpu, gpu = _decode(cpu_engine, BEAM, batch), _decode(static, BEAM, batch)
-        for c, g in zip(cpu, gpu, strict=True):
-            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
-            for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
-                assert hg.score == pytest.approx(hc.score, abs=1e-2)
-                np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+    _assert_decodes_like(cpu_engine, static, (1, 5, 24, 5))
     assert _admitted_mid_run(cpu_engine) == _admitted_mid_run(static)
 
 
@@ -152,11 +150,5 @@ def test_fused_attention_decodes_on_cuda_like_the_cpu(
     on CUDA: the beams, scores and attention of the plain graphs on the CPU, for whole batches and for sentences
     admitted mid-run, launched node by node and (static) replayed as CUDA graphs."""
     fused = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", static_step=static)
-    for batch in (1, 5, 24):
-        cpu, gpu = _decode(cpu_engine, BEAM, batch), _decode(fused, BEAM, batch)
-        for c, g in zip(cpu, gpu, strict=True):
-            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
-            for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
-                assert hg.score == pytest.approx(hc.score, abs=1e-2)
-                np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+    _assert_decodes_like(cpu_engine, fused, (1, 5, 24))
     assert _admitted_mid_run(fused) == _admitted_mid_run(cpu_engine)

@@ -188,6 +188,26 @@ def admission_steps(batches: list[list[list[int]]]) -> list[int]:
     return steps
 
 
+def arrivals_behind_a_long_one(
+    e: FakeEngine, arrivals: list[str], long_words: int, gap_s: float
+) -> Callable[[Scheduler], Awaitable[list[str]]]:
+    """A scheduler run: a sentence of ``long_words`` words, then ``arrivals`` one every ``gap_s`` while it
+    decodes; returns the arrivals' answers in order."""
+
+    async def body(s: Scheduler) -> list[str]:
+        first = asyncio.create_task(s.translate(e, [e.tokenize(words(long_words, 3))], GREEDY, 10))
+        await asyncio.sleep(0.01)
+        tasks = []
+        for text in arrivals:
+            tasks.append(asyncio.create_task(s.translate(e, [e.tokenize(text)], GREEDY, 10)))
+            await asyncio.sleep(gap_s)
+        answers = [t.best.text for [t] in await asyncio.gather(*tasks)]
+        await first
+        return answers
+
+    return body
+
+
 @pytest.mark.parametrize("admit_every", [1, 4])
 def test_admissions_are_grouped_every_n_steps(admit_every: int) -> None:
     """A long sentence keeps the set running while short ones arrive about one a step: with admit_every=4 the
@@ -195,19 +215,7 @@ def test_admissions_are_grouped_every_n_steps(admit_every: int) -> None:
     every request is answered either way."""
     e = engine(steps_per_word=1, step_s=0.004)
     arrivals = [f"s{i} t{i}" for i in range(16)]
-
-    async def body(s: Scheduler) -> list[str]:
-        first = asyncio.create_task(s.translate(e, [e.tokenize(words(60, 3))], GREEDY, 10))
-        await asyncio.sleep(0.01)
-        tasks = []
-        for text in arrivals:
-            tasks.append(asyncio.create_task(s.translate(e, [e.tokenize(text)], GREEDY, 10)))
-            await asyncio.sleep(0.004)
-        answers = [t.best.text for [t] in await asyncio.gather(*tasks)]
-        await first
-        return answers
-
-    answers = run(BatchLimits(inflight=1, admit_every=admit_every), body)
+    answers = run(BatchLimits(inflight=1, admit_every=admit_every), arrivals_behind_a_long_one(e, arrivals, 60, 0.004))
     assert answers == [" ".join(reversed(text.split())) for text in arrivals]
     steps = admission_steps(e.batches)
     gaps = [b - a for a, b in zip(steps, steps[1:], strict=False)]
@@ -307,19 +315,7 @@ def test_a_set_takes_in_sentences_only_while_few_decode_in_it(refill_at: int | N
     one, at any step. Every request is answered either way."""
     e = engine(steps_per_word=1, step_s=0.003)
     arrivals = [words(8, 10 + i) for i in range(12)]
-
-    async def body(s: Scheduler) -> list[str]:
-        first = asyncio.create_task(s.translate(e, [e.tokenize(words(40, 3))], GREEDY, 10))
-        await asyncio.sleep(0.01)
-        tasks = []
-        for text in arrivals:
-            tasks.append(asyncio.create_task(s.translate(e, [e.tokenize(text)], GREEDY, 10)))
-            await asyncio.sleep(0.006)
-        answers = [t.best.text for [t] in await asyncio.gather(*tasks)]
-        await first
-        return answers
-
-    answers = run(BatchLimits(inflight=1, refill_at=refill_at), body)
+    answers = run(BatchLimits(inflight=1, refill_at=refill_at), arrivals_behind_a_long_one(e, arrivals, 40, 0.006))
     assert answers == [" ".join(reversed(text.split())) for text in arrivals]
     steps = admission_steps(e.batches)
     assert len(steps) > 1, steps
