@@ -371,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--provider", args.provider, "--log-level", "warning"]
+            if args.fake_gpu:  # the fake engine stands for a GPU: a GPU's refill policy (no limit), not the CPU's
+                flags += ["--refill-at", "1024"]
             flags += [*inflight, *extra, *shlex.split(args.server_args)]
             if args.also_serve:  # more models in the server (memory as deployed); requests go to --bundle's
                 flags += ["--bundles", ",".join([args.bundle, *args.also_serve])]
