@@ -127,10 +127,10 @@ def create_app(
     threads = engine_threads(settings)
     if threads != settings.threads:
         log.info(
-            "%d intra-op threads a model (%d usable CPUs, %d batches in flight)",
+            "onnxruntime threads: %d for each of the %d batches in flight (%d usable CPUs)",
             threads,
-            usable_cpus(),
             settings.inflight_batches,
+            usable_cpus(),
         )
     models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
     for slot in models.slots:
