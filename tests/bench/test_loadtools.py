@@ -82,3 +82,17 @@ def test_the_raw_load_client_speaks_http_to_the_real_server(tmp_path) -> None:
                 connection.close()
 
         assert asyncio.run(talk()) == [200, 200, 422, 200]
+
+
+def test_stdlib_docs_sentences_are_prose_and_the_same_every_time() -> None:
+    """``--input stdlib-docs``: English sentences of Python's own documentation, no code, the same list for the
+    same seed (the figures it gives can be reproduced), another order for another seed."""
+    from bench.loadtools import stdlib_sentences
+
+    sentences = stdlib_sentences(120)
+    assert len(sentences) == len(set(sentences)) == 120
+    for sentence in sentences:
+        assert 5 <= len(sentence.split()) <= 35 and sentence[0].isupper() and sentence.endswith("."), sentence
+        assert not any(c in sentence for c in "|=<>{}[]_"), sentence
+    assert stdlib_sentences(120) == sentences
+    assert stdlib_sentences(120, seed=2) != sentences
