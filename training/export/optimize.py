@@ -103,5 +103,7 @@ def to_int8(src: Path, dst: Path, per_channel: bool = False, fp32_logits: bool =
             reduce_range=True,  # 7-bit weights: no saturation in AVX2's u8 x s8 products (no VNNI)
             op_types_to_quantize=["MatMul", "Gemm"],
             nodes_to_exclude=excluded,
-            extra_options={"MatMulConstBOnly": True},
+            # DefaultTensorType: the type of tensors shape inference cannot follow, those after the
+            # com.microsoft nodes of fused-attention graphs (training/fused.py); every activation here is float.
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
         )
