@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, STDLIB_DOCS, command_line, machine, report_dir, stdlib_sentences, write_report
+from bench.loadtools import ROOT, STDLIB_DOCS, command_line, machine, read_sources, report_dir, write_report
 from core.bundle import read_manifest
 from core.translation import DecodeOptions
 from inference.engine import Engine, choose_providers
@@ -129,17 +129,6 @@ def time_calls(
     return {kind: statistics.median(t) for kind, t in times.items()}
 
 
-def read_sentences(source: str, n: int) -> list[str]:
-    if source == STDLIB_DOCS:
-        return stdlib_sentences(n)
-    path = Path(source)
-    lines = [line.split("\t", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    lines = [line for line in lines if line]
-    if not lines:
-        raise SystemExit(f"{path}: no sentences")
-    return (lines * (n // len(lines) + 1))[:n]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench attention", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -161,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     providers = choose_providers(args.provider)
-    texts = read_sentences(args.input, args.sentences)
+    texts = read_sources(args.input, args.sentences)
     rng = np.random.default_rng(0)
 
     work = Path(tempfile.mkdtemp(prefix="bench-attention-"))

@@ -37,7 +37,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from bench.loadtools import ROOT, command_line, report_dir, report_path, write_report
+from bench.loadtools import ROOT, command_line, read_sources, report_dir, report_path, write_report
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
@@ -61,14 +61,6 @@ STATIC = {
 """The static-shape state (Engine.load static_step) on a graph set: each step replayed as a CUDA graph, or
 (nograph) the same fixed shapes launched kernel by kernel, to tell the two effects apart; fp16-static asks
 whether fp16 arithmetic pays once the launches are gone (fp16s: the fp16 GPU set with the static graphs)."""
-
-
-def read_sources(path: Path, n: int) -> list[str]:
-    lines = [line.split("\t", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    sources = [line for line in lines if line]
-    if not sources:
-        raise SystemExit(f"{path}: no source sentences")
-    return (sources * (n // len(sources) + 1))[:n]
 
 
 def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
@@ -143,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         engines["bundle-main-on-cuda"] = Engine.load(args.bundle, provider="cuda", graphs="main")
         systems += ["bundle-cuda", "bundle-main-on-cuda"]
 
-    texts = read_sources(Path(args.input), args.sentences)
+    texts = read_sources(args.input, args.sentences)
     sources = [engines["cuda-fp32"].tokenize(t) for t in texts]
     for engine in engines.values():  # first-call allocations and cuDNN/cuBLAS set-up out of the timings
         decode(engine, sources[:8], DecodeOptions(beam_size=4, max_length=args.max_length), 8)

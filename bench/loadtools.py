@@ -225,6 +225,18 @@ def stdlib_sentences(n: int, seed: int = 1) -> list[str]:
     return sentences[:n]
 
 
+def read_sources(source: str, n: int) -> list[str]:
+    """``n`` source sentences from ``source``: a file's lines (a TSV's first column), repeated as often as needed,
+    or ``stdlib-docs`` (``stdlib_sentences``)."""
+    if source == STDLIB_DOCS:
+        return stdlib_sentences(n)
+    lines = [line.split("\t", 1)[0].strip() for line in Path(source).read_text(encoding="utf-8").splitlines()]
+    sources = [line for line in lines if line]
+    if not sources:
+        raise SystemExit(f"{source}: no source sentences")
+    return (sources * (n // len(sources) + 1))[:n]
+
+
 def command_line(benchmark: str, argv: list[str] | None) -> str:
     """The command that reproduces a run, for its report: ``python -m bench <benchmark> <arguments>``."""
     args = sys.argv[1:] if argv is None else argv

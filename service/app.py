@@ -126,12 +126,7 @@ def create_app(
         )
     threads = engine_threads(settings)
     if threads != settings.threads:
-        log.info(
-            "onnxruntime threads: %d for each of the %d batches in flight (%d usable CPUs)",
-            threads,
-            settings.inflight_batches,
-            usable_cpus(),
-        )
+        log.info("onnxruntime threads: %d for each of the %d batches in flight", threads, settings.inflight_batches)
     models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
     for slot in models.slots:
         metrics.model_ready.labels(slot.name).set(0)

@@ -33,10 +33,10 @@ def _heads(x: Tensor, heads: int) -> Tensor:
     return x.reshape(x.size(0), x.size(1), heads, -1).transpose(1, 2)
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, scores: Tensor) -> Tensor:
+def _attend(scores: Tensor, v: Tensor) -> Tensor:
     """softmax(scores) V over (B, heads, S, ·) tensors, merged back to (B, S, heads * d_head)."""
     out = scores.softmax(dim=-1) @ v
-    return out.transpose(1, 2).reshape(q.size(0), q.size(2), -1)
+    return out.transpose(1, 2).reshape(out.size(0), out.size(2), -1)
 
 
 def _scores(q: Tensor, k: Tensor) -> Tensor:
@@ -64,7 +64,7 @@ class CachedSelfAttention(torch.autograd.Function):
         values = torch.cat([past_value, _heads(value, heads)], dim=2)
         q = _heads(query, heads)
         scores = _scores(q, keys).masked_fill(own[:, None, None, :] == 0, MASKED)
-        return _attend(q, keys, values, scores), keys, values
+        return _attend(scores, values), keys, values
 
     @staticmethod
     def symbolic(g: Any, query: Any, key: Any, value: Any, own: Any, past_key: Any, past_value: Any) -> Any:
@@ -77,7 +77,7 @@ class CachedSelfAttention(torch.autograd.Function):
             num_heads_i=_get_tensor_dim_size(past_key, 1),
             outputs=3,
         )
-        return _typed(outputs, query, past_key, past_key)
+        return _typed(outputs, (query, 3), (past_key, 4), (past_key, 4))
 
 
 class KeyMaskedAttention(torch.autograd.Function):
@@ -93,7 +93,7 @@ class KeyMaskedAttention(torch.autograd.Function):
             key, value = _heads(key, heads), _heads(value, heads)
         q = _heads(query, heads)
         scores = _scores(q, key).masked_fill(keep[:, None, None, :] == 0, MASKED)
-        return _attend(q, key, value, scores), scores
+        return _attend(scores, value), scores
 
     @staticmethod
     def symbolic(g: Any, query: Any, key: Any, value: Any, keep: Any, heads: int) -> Any:
@@ -102,14 +102,13 @@ class KeyMaskedAttention(torch.autograd.Function):
         out, _, _, scores = g.op(
             "com.microsoft::MultiHeadAttention", query, key, value, none, keep, num_heads_i=heads, outputs=4
         )
-        return _typed((out, scores), query, query)
+        return _typed((out, scores), (query, 3), (query, 4))
 
 
-def _typed(outputs: Any, *like: Any) -> Any:
-    """Give each traced output the element type of the matching input and its rank, every axis dynamic: the
-    exporter cannot infer a ``com.microsoft`` node's outputs, and a wrong fixed size would be worse than none."""
-    for output, source in zip(outputs, like, strict=True):
-        rank = 4 if output is not outputs[0] else source.type().dim()
+def _typed(outputs: Any, *like: tuple[Any, int]) -> Any:
+    """Give each traced output the element type of an input and a rank, every axis dynamic: the exporter cannot
+    infer a ``com.microsoft`` node's outputs, and a wrong fixed size would be worse than none."""
+    for output, (source, rank) in zip(outputs, like, strict=True):
         output.setType(source.type().with_sizes([None] * rank))
     return outputs
 
