@@ -16,6 +16,7 @@ COMMANDS = {
     "engine-ab": "bench.engine_ab",
     "peers": "bench.peers",
     "profile-decode": "bench.profile_decode",
+    "search-cost": "bench.search_cost",
     "gpu": "bench.gpu",
     "ort-beam-search": "bench.ort_beam_search",
     "attention": "bench.attention",

@@ -55,7 +55,8 @@ class Stepper(Protocol):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """tokens (B, H) int64, positions (B,) int64 tokens each sentence generated so far, reorder (B*H,)
         int64 rows of the previous step's cache (any row for a sentence at position 0) ->
-        top-k log-probs (B, H, k) float32, top-k ids (B, H, k) int64, cross-attention (B, H, S) float32."""
+        top-k log-probs (B, H, k) float32, top-k ids (B, H, k) int64 (distinct within a row, best first),
+        cross-attention (B, H, S) float32."""
         ...
 
     def keep(self, sentences: np.ndarray) -> None:
@@ -96,13 +97,28 @@ class Finished:
     """One cross-attention row per generated token over the source pieces + EOS (when asked for)."""
 
 
-@dataclass
-class _Alive:
-    tokens: list[int]
-    score: float
-    token_logprobs: list[float]
-    attention: list[np.ndarray]
-    row: int  # the cache row holding this hypothesis' past, in the last step's output
+_Hyp = tuple  # (token, logprob, attention row or None, parent _Hyp or None, score, cache row, length)
+"""A hypothesis, as a link to the one it extends (a plain tuple: a search step makes hundreds, and a tuple is
+the cheapest object Python builds). Growing one costs the same at any length; its tokens are read back by
+following the links (:func:`_path`) only when it is returned. ``length`` counts its tokens; the empty start
+hypothesis of a sentence has no parent and length 0."""
+_TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH = range(7)
+
+
+def _start() -> _Hyp:
+    return (-1, 0.0, None, None, 0.0, 0, 0)
+
+
+def _path(hyp: _Hyp) -> tuple[list[int], list[float], list[np.ndarray]]:
+    """A hypothesis' tokens, their log-probabilities and attention rows (those recorded), from the first."""
+    tokens, lps, rows = [], [], []
+    while hyp[_PARENT] is not None:
+        tokens.append(hyp[_TOKEN])
+        lps.append(hyp[_LOGPROB])
+        if hyp[_ATTENTION] is not None:
+            rows.append(hyp[_ATTENTION])
+        hyp = hyp[_PARENT]
+    return tokens[::-1], lps[::-1], rows[::-1]
 
 
 @dataclass
@@ -110,13 +126,18 @@ class _Sentence:
     key: Hashable
     source_len: int
     options: SearchOptions
-    alive: list[_Alive]
-    finished: list[Finished] = field(default_factory=list)
+    alive: list[_Hyp]
+    finished: list[tuple[float, _Hyp]] = field(default_factory=list)
+    """(score / len ** length_penalty, hypothesis) of every finished one, in the order they finished."""
     position: int = 0
 
     def result(self) -> list[Finished]:
-        self.finished.sort(key=lambda o: -o.score)
-        return self.finished[: self.options.n_best]
+        best = sorted(self.finished, key=lambda f: -f[0])[: self.options.n_best]  # stable: ties keep that order
+        results = []
+        for score, hyp in best:
+            tokens, lps, rows = _path(hyp)
+            results.append(Finished(tokens, score, lps, rows))
+        return results
 
 
 class BeamSearch:
@@ -148,7 +169,7 @@ class BeamSearch:
             return
         self.stepper.admit([list(ids) for _, ids, _ in entries])
         for key, ids, options in entries:
-            self._running.append(_Sentence(key, len(ids), options, [_Alive([], 0.0, [], [], row=0)]))
+            self._running.append(_Sentence(key, len(ids), options, [_start()]))
 
     def drop(self, keys: Iterable[Hashable]) -> list[Hashable]:
         """Remove these sentences from the set (e.g. their client left); returns the keys found."""
@@ -166,64 +187,91 @@ class BeamSearch:
         if not running:
             return []
         hyps = max(len(s.alive) for s in running)
-        token_rows, score_rows, reorder_list = [], [], []
+        bos = self.bos_id
+        token_rows: list[int] = []
+        score_rows: list[float] = []
+        reorder_list: list[int] = []
         for s in running:
             alive = s.alive
-            pad = hyps - len(alive)  # padding rows repeat the sentence's last hypothesis, scored -inf
-            token_rows.append([hyp.tokens[-1] if hyp.tokens else self.bos_id for hyp in alive] + [self.bos_id] * pad)
-            score_rows.append([hyp.score for hyp in alive] + [-np.inf] * pad)
-            reorder_list += [hyp.row for hyp in alive] + [alive[-1].row] * pad
+            tokens, _, _, _, scores, cache_rows, _ = zip(*alive, strict=True)
+            token_rows += tokens if s.position else [bos] * len(alive)  # a new sentence's start is fed BOS
+            score_rows += scores
+            reorder_list += cache_rows
+            pad = hyps - len(alive)
+            if pad:  # padding rows repeat the sentence's last hypothesis, scored -inf
+                token_rows += [bos] * pad
+                score_rows += [-np.inf] * pad
+                reorder_list += [alive[-1][_ROW]] * pad
         banned = [
-            [banned_tokens(h.tokens, s.options.no_repeat_ngram) for h in s.alive] if s.options.no_repeat_ngram else None
+            [banned_tokens(_path(h)[0], s.options.no_repeat_ngram) for h in s.alive]
+            if s.options.no_repeat_ngram
+            else None
             for s in running
         ]
         extra = max((len(b) for rows in banned if rows for b in rows), default=0)
-        k = min(2 * max(s.options.beam_size for s in running) + extra, self.vocab_size)
+        widest = max(s.options.beam_size for s in running)
+        k = min(2 * widest + extra, self.vocab_size)
+        batch = len(running)
         positions = np.array([s.position for s in running], dtype=np.int64)
         top_lp, top_ids, attention = self.stepper.step(
-            np.array(token_rows, dtype=np.int64), positions, np.array(reorder_list, dtype=np.int64), k
+            np.array(token_rows, dtype=np.int64).reshape(batch, hyps),
+            positions,
+            np.array(reorder_list, dtype=np.int64),
+            k,
         )
         width = top_ids.shape[2]
-        candidates = np.array(score_rows, dtype=np.float64)[:, :, None] + top_lp.astype(np.float64)
-        # Stable sort on the negated score = the reference's sort: ties keep (hypothesis, rank) order.
-        ranking = np.argsort(-candidates.reshape(len(running), -1), axis=1, kind="stable")
-        # Python lists once per step: indexing numpy arrays element by element costs more than the search
-        ranked, ids_l, lp_l, scores_l = ranking.tolist(), top_ids.tolist(), top_lp.tolist(), candidates.tolist()
+        flat = (np.array(score_rows).reshape(batch, hyps, 1) + top_lp).reshape(batch, -1)  # float64
+        # Stable sort on the negated score = the reference's sort: ties keep (hypothesis, rank) order. The walk
+        # below never goes deeper than the beam plus one EOS per hypothesis (a row's top-k ids are distinct)
+        # plus the banned tokens, so only that many proposals become Python values.
+        depth = min(hyps * width, widest + hyps * (1 + extra))
+        ranking = np.argsort(-flat, axis=1, kind="stable")[:, :depth]
+        rows = np.arange(batch)[:, None]
+        ranked, scores_l = ranking.tolist(), flat[rows, ranking].tolist()
+        ids_l, lp_l = (
+            top_ids.reshape(batch, -1)[rows, ranking].tolist(),
+            top_lp.reshape(batch, -1)[rows, ranking].tolist(),
+        )
         still: list[int] = []
         done: list[tuple[Hashable, list[Finished]]] = []
+        eos = self.eos_id
         for b, s in enumerate(running):
             opts, parents, ban = s.options, s.alive, banned[b]
-            grown: list[_Alive] = []
-            for flat in ranked[b]:
-                i, r = divmod(flat, width)
-                if i >= len(parents):
+            n_alive, beam, attend, penalty = len(parents), opts.beam_size, opts.with_attention, opts.length_penalty
+            grown: list[_Hyp] = []
+            for flat_index, token, lp, score in zip(ranked[b], ids_l[b], lp_l[b], scores_l[b], strict=True):
+                i = flat_index // width
+                if i >= n_alive:
                     break  # padding rows score -inf and sort last: the real proposals are used up
-                parent = parents[i]
-                token = ids_l[b][i][r]
                 if ban is not None and token in ban[i]:
                     continue
-                lps = [*parent.token_logprobs, lp_l[b][i][r]]
-                rows = (
-                    [*parent.attention, attention[b, i, : s.source_len + 1]]
-                    if opts.with_attention
-                    else parent.attention
+                parent = parents[i]
+                length = parent[_LENGTH] + 1
+                hyp = (
+                    token,
+                    lp,
+                    attention[b, i, : s.source_len + 1] if attend else None,
+                    parent,
+                    score,
+                    b * hyps + i,
+                    length,
                 )
-                score = scores_l[b][i][r]
-                if token == self.eos_id:
-                    s.finished.append(self._finished([*parent.tokens, token], score, lps, rows, opts))
+                if token == eos:
+                    s.finished.append((score / length**penalty, hyp))
                 else:
-                    grown.append(_Alive([*parent.tokens, token], score, lps, rows, row=b * hyps + i))
-                    if len(grown) == opts.beam_size:
+                    grown.append(hyp)
+                    if len(grown) == beam:
                         break
             s.position += 1
             if s.position >= opts.max_len:
-                s.finished += [self._finished(h.tokens, h.score, h.token_logprobs, h.attention, opts) for h in grown]
+                s.finished += [(h[_SCORE] / max(1, h[_LENGTH]) ** penalty, h) for h in grown]
                 grown = []
             s.alive = grown
+            finished = len(s.finished)
             if (
                 grown
-                and len(s.finished) < opts.beam_size
-                and not (opts.early_stop and _settled(s.finished, grown, opts))
+                and finished < beam
+                and not (opts.early_stop and finished >= opts.n_best and _settled(s.finished, grown, opts))
             ):
                 still.append(b)
             else:
@@ -235,12 +283,6 @@ class BeamSearch:
     def _keep(self, kept: list[int]) -> None:
         self._running = [self._running[b] for b in kept]
         self.stepper.keep(np.array(kept, dtype=np.int64))
-
-    @staticmethod
-    def _finished(
-        tokens: list[int], score: float, lps: list[float], rows: list[np.ndarray], opts: SearchOptions
-    ) -> Finished:
-        return Finished(tokens, score / max(1, len(tokens)) ** opts.length_penalty, lps, rows)
 
 
 def search(
@@ -275,11 +317,11 @@ def banned_tokens(tokens: list[int], n: int) -> set[int]:
     }
 
 
-def _settled(finished: list[Finished], alive: list[_Alive], opts: SearchOptions) -> bool:
+def _settled(finished: list[tuple[float, _Hyp]], alive: list[_Hyp], opts: SearchOptions) -> bool:
     """The ``n_best`` best finished hypotheses beat the best score any alive one can still reach."""
     if len(finished) < opts.n_best:
         return False
     lp, max_len = opts.length_penalty, max(opts.max_len, 1)
-    worst_kept = sorted((f.score for f in finished), reverse=True)[opts.n_best - 1]
-    reachable = max(max(h.score / (len(h.tokens) + 1) ** lp, h.score / max_len**lp) for h in alive)
+    worst_kept = sorted((score for score, _ in finished), reverse=True)[opts.n_best - 1]
+    reachable = max(max(h[_SCORE] / (h[_LENGTH] + 1) ** lp, h[_SCORE] / max_len**lp) for h in alive)
     return worst_kept > reachable

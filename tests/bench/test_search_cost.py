@@ -1,0 +1,22 @@
+"""bench search-cost: its workers drive the tree's real BeamSearch; two runs of one tree choose the same tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import search_cost
+
+
+def test_search_cost_compares_two_trees_and_writes_its_report(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    status = search_cost.main(
+        ["--a", ".", "--b", ".", "--batch-sizes", "1,6", "--steps", "60", "--repeats", "1", "--out", str(out)]
+    )
+    assert status == 0
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert [row["batch"] for row in data["rows"]] == [1, 6]
+    for row in data["rows"]:
+        assert row["same_outputs"] is True
+        assert all(ms > 0 for ms in row["a"] + row["b"])
+    assert "| 6 |" in out.with_suffix(".md").read_text(encoding="utf-8")
