@@ -140,6 +140,7 @@ def create_app(
         inflight=settings.inflight_batches,
         admit_every=settings.admit_every,
         refill_at=refill_limit(settings),
+        admit_by_length=settings.admit_by_length,
     )
     service = ServiceState(
         settings=settings,

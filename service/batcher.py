@@ -94,6 +94,10 @@ class BatchLimits:
     """Continuous scheduler: a running set takes in waiting sentences only while at most this many decode in it
     (None: always). On the CPU a small number keeps continuous batching's low latency at low load, while under
     load a set fills, drains and refills much as a whole batch does, which costs less there (docs/scheduler.md)."""
+    admit_by_length: bool = False
+    """Continuous scheduler: when not every waiting sentence fits in a set, it takes the run of similar lengths that
+    holds the oldest (as the batch scheduler cuts its batches) instead of the first in arrival order (the server's
+    default: ``MT_ADMIT_BY_LENGTH``, on)."""
 
 
 @dataclass(eq=False)

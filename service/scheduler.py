@@ -231,20 +231,47 @@ class Scheduler(QueueBound):
         return bool(lane.waiting)
 
     def _take(self, lane: _Lane, items: dict[Hashable, _Item]) -> list[_Item]:
-        """Waiting sentences in arrival order, while the running set stays within its budget (under the lock)."""
+        """Waiting sentences for a running set, within its budget (under the lock): in arrival order, or, when
+        ``admit_by_length`` is on and not all of them fit, the run of similar lengths that holds the oldest."""
         limits = self.limits
         count = len(items)
         longest = max((i.tokens for i in items.values()), default=0)
+
+        def fits(n: int, tokens: int) -> bool:  # one more sentence of ``tokens`` beside n (the first always fits)
+            return n < limits.max_sentences and (not n or (n + 1) * tokens <= limits.max_tokens)
+
         taken: list[_Item] = []
-        while self._has_waiting(lane) and count < limits.max_sentences:
-            item = lane.waiting[0]
-            if count and (count + 1) * max(longest, item.tokens) > limits.max_tokens:
-                break
+        while self._has_waiting(lane) and fits(count, max(longest, lane.waiting[0].tokens)):
             taken.append(lane.waiting.popleft())
-            count, longest = count + 1, max(longest, item.tokens)
+            count, longest = count + 1, max(longest, taken[-1].tokens)
+        if taken and limits.admit_by_length and self._has_waiting(lane):
+            lane.waiting.extendleft(reversed(taken))
+            taken = self._similar(lane, items)
         if taken:
             self._set_depth(self._depth - len(taken))
         return taken
+
+    def _similar(self, lane: _Lane, items: dict[Hashable, _Item]) -> list[_Item]:
+        """The waiting sentences of similar length that fit beside ``items`` and hold the oldest: the waiting
+        ones sorted by length, cut into runs by the budget, as the batch scheduler cuts its batches. The oldest
+        is always taken, so no sentence waits behind a stream of others; lengths that decode together finish
+        together, and the set stays full instead of draining behind a long one (docs/scheduler.md)."""
+        limits, oldest = self.limits, lane.waiting[0]
+        count = len(items)
+        base = max((i.tokens for i in items.values()), default=0)
+        run: list[_Item] = []
+        longest = base
+        for item in sorted((i for i in lane.waiting if not i.job.abandoned), key=lambda i: (i.tokens, i.enqueued)):
+            n = count + len(run)
+            if n >= limits.max_sentences or (n and (n + 1) * max(longest, item.tokens) > limits.max_tokens):
+                if any(i is oldest for i in run):
+                    break
+                run, longest = [], base  # sorted by length: this one fits alone, as the oldest did
+            run.append(item)
+            longest = max(longest, item.tokens)
+        chosen = {id(i) for i in run}
+        lane.waiting = deque(i for i in lane.waiting if id(i) not in chosen)
+        return sorted(run, key=lambda i: i.key)  # admitted in arrival order
 
     def _admit(self, lane: _Lane, running: RunningSet, items: dict[Hashable, _Item], admit: list[_Item]) -> None:
         now = time.monotonic()

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
         "decode in it, so under load it fills, drains and refills much as a whole batch does; 0: only when empty; "
         "-1: 2 on the CPU, no limit on a GPU (docs/scheduler.md).",
     )
+    admit_by_length: bool = Field(
+        True,
+        description="Continuous scheduler: when not every waiting sentence fits in a running set, it takes the "
+        "waiting sentences of similar length that hold the oldest, as the batch scheduler cuts its batches, "
+        "instead of the first in arrival order (docs/scheduler.md).",
+    )
     cohorts: int = Field(
         0,
         ge=0,

@@ -84,8 +84,8 @@ def test_requests_with_different_options_share_steps_and_answer_together() -> No
     assert max(len(b) for b in e.batches) == 6  # all six sentences ran in one set at the first step
 
 
-@pytest.mark.parametrize("admit_every", [1, 4])
-def test_random_arrivals_and_cancellations_lose_and_double_nothing(admit_every: int) -> None:
+@pytest.mark.parametrize(("admit_every", "by_length"), [(1, False), (4, False), (1, True)])
+def test_random_arrivals_and_cancellations_lose_and_double_nothing(admit_every: int, by_length: bool) -> None:
     e = engine(steps_per_word=1, step_s=0.001)
     rng = random.Random(7)
     plans = [(words(rng.randint(1, 30), i), rng.random() < 0.25, rng.random() * 0.2) for i in range(60)]
@@ -112,7 +112,10 @@ def test_random_arrivals_and_cancellations_lose_and_double_nothing(admit_every: 
             await asyncio.sleep(0.01)
         return outcomes, s.depth
 
-    outcomes, depth = run(BatchLimits(max_sentences=8, admit_every=admit_every), body)
+    limits = BatchLimits(
+        max_sentences=8, admit_every=admit_every, admit_by_length=by_length, refill_at=2 if by_length else None
+    )
+    outcomes, depth = run(limits, body)
     assert depth == 0
     assert sorted(outcomes) == list(range(len(plans)))
     for i, (text, _, _) in enumerate(plans):
@@ -327,3 +330,56 @@ def test_a_set_takes_in_sentences_only_while_few_decode_in_it(refill_at: int | N
             before = {tuple(ids) for ids in e.batches[step - 1]}
             now = {tuple(ids) for ids in e.batches[step]}
             assert len(before & now) <= refill_at, (step, sizes)
+
+
+def _waiting(lengths: list[int], abandoned: set[int] = frozenset()) -> tuple[Scheduler, Any, list[Any]]:
+    """A scheduler with one lane whose queue holds sentences of these token counts, oldest first."""
+    from service.batcher import Job
+    from service.scheduler import _Item, _Lane
+
+    scheduler = Scheduler(BatchLimits(max_sentences=4, max_tokens=40, admit_by_length=True))
+    lane = _Lane(engine())
+    items = []
+    for n, tokens in enumerate(lengths):
+        job = Job(None, [None], 1, abandoned=n in abandoned)  # type: ignore[arg-type]
+        items.append(_Item(job, 0, [5] * (tokens - 1), tokens, GREEDY, float(n), key=n + 1))
+    lane.waiting.extend(items)
+    scheduler._set_depth(len(items))
+    return scheduler, lane, items
+
+
+def test_admitting_by_length_takes_the_similar_run_that_holds_the_oldest() -> None:
+    """MT_ADMIT_BY_LENGTH: when not all waiting sentences fit, a set takes those of similar length around the
+    oldest (the batch scheduler's cut) instead of the first in arrival order; the oldest is always among them;
+    the budget holds; the rest stay queued in arrival order."""
+    # budget 40 tokens, 4 sentences; oldest first: 12, then short ones, then long ones
+    scheduler, lane, items = _waiting([12, 3, 20, 4, 11, 19, 10, 3, 13])
+    taken = scheduler._take(lane, {})
+    # sorted by length: 3 3 4 10 | 11 12 13 | 19 20 ...: the run holding the oldest (12) is 11, 12, 13 (4 x 13 > 40)
+    assert [i.tokens for i in taken] == [12, 11, 13]  # admitted in arrival order
+    assert [i.key for i in taken] == sorted(i.key for i in taken)
+    assert [i.tokens for i in lane.waiting] == [3, 20, 4, 19, 10, 3]
+    assert scheduler.depth == 6
+
+    # arrival order would have taken 12 and 3 and stopped at 20 (3 x 20 > 40)
+    scheduler, lane, _ = _waiting([12, 3, 20, 4, 11, 19, 10, 3, 13])
+    scheduler.limits = BatchLimits(max_sentences=4, max_tokens=40)
+    assert [i.tokens for i in scheduler._take(lane, {})] == [12, 3]
+
+
+def test_admitting_by_length_counts_the_set_and_skips_the_abandoned() -> None:
+    from service.scheduler import _Item
+
+    # a set already decoding one sentence of 8 tokens: room for 3 more within 4 x max(8, ...) <= 40
+    scheduler, lane, items = _waiting([9, 2, 2, 2, 2, 9, 9, 30], abandoned={1})
+    running = {0: _Item(items[0].job, 0, [5] * 7, 8, GREEDY, -1.0, key=0)}
+    taken = scheduler._take(lane, running)
+    assert [i.tokens for i in taken] == [9, 9, 9]  # the shorter run (2, 2, 2) does not hold the oldest
+    assert all(not i.job.abandoned for i in taken)
+    # everything that fits is taken as it comes: a set with room for all takes the queue in arrival order
+    scheduler, lane, _ = _waiting([9, 2, 3])
+    assert [i.tokens for i in scheduler._take(lane, {})] == [9, 2, 3]
+    # the oldest does not fit beside the set: nothing is taken
+    scheduler, lane, items = _waiting([30, 2])
+    running = {0: _Item(items[0].job, 0, [5] * 11, 12, GREEDY, -1.0, key=0)}
+    assert scheduler._take(lane, running) == [] and len(lane.waiting) == 2
