@@ -68,8 +68,7 @@ class Settings(BaseSettings):
         "auto",
         description="continuous: sentences join and leave the engine's running sets between decoder steps "
         "(service/scheduler.py); batch: whole batches, each decoded to its last sentence (service/batcher.py); "
-        "auto: continuous on a GPU, batch on the CPU, where batch measured faster at 16-32 clients "
-        "(docs/scheduler.md).",
+        "auto: continuous (measured against batch on the CPU and a GPU in docs/scheduler.md).",
     )
     inflight_batches: int = Field(
         2,

@@ -134,9 +134,14 @@ def test_a_bad_bundle_at_reload_keeps_the_old_model_serving(
     assert after.status_code == 200 and after.json()["translations"] == translation
 
 
-def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("scheduler", "retried"), [("batch", "retrying each alone"), ("continuous", "decoding each request alone")]
+)
+def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the_log(
+    tmp_path: Path, scheduler: str, retried: str
+) -> None:
     bundle = write_fake_bundle(tmp_path / "bundle", fail_word="POISON")
-    args = ["--bundle", str(bundle), "--max-wait-ms", "300", "--max-batch-sentences", "64"]
+    args = ["--bundle", str(bundle), "--max-wait-ms", "300", "--max-batch-sentences", "64", "--scheduler", scheduler]
     with process_server(args, tmp_path / "server.log", fake=True) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")
         texts = ["one two", "three POISON four", "five six", "seven"]
@@ -155,8 +160,8 @@ def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the
             "six five",
             "seven",
         ]
-        batches = [line for line in server.log().splitlines() if "retrying each alone" in line]
-        assert batches, "the failing request did not share a batch with the others"
+        batches = [line for line in server.log().splitlines() if retried in line]
+        assert batches, "the failing step was not retried request by request"
         after = server.client.post("/translate", json={"text": "next batch"})
         assert after.status_code == 200 and after.json()["translations"][0]["text"] == "batch next"
 
@@ -167,13 +172,18 @@ def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the
         assert any(line["level"] == "warning" and "fake engine failure" in line["message"] for line in mine)
 
 
-def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path: Path) -> None:
-    """24 requests in flight (4 sentences per batch, 1 s a batch: one batch decoding, the rest
-    queued) when SIGTERM arrives: every one is answered, new connections are refused, exit 0.
+@pytest.mark.parametrize("scheduler", ["batch", "continuous"])
+def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path: Path, scheduler: str) -> None:
+    """24 requests in flight (4 sentences per batch or running set, 1 s a batch or step: some decoding, the
+    rest queued) when SIGTERM arrives: every one is answered, new connections are refused, exit 0.
     The first batch takes a second so that all 24 requests are inside the server before any is
     answered, even on a slow, shared CI machine (at 0.25 s the load sometimes never built up)."""
-    bundle = write_fake_bundle(tmp_path / "bundle", delay_s=1.0)
+    # a running set answers a sentence after its last step: 3 steps of 0.5 s (two words), so that the first step's
+    # metrics come while all 24 requests still wait
+    fake = {"delay_s": 1.0} if scheduler == "batch" else {"delay_s": 0.5, "steps_per_word": 1}
+    bundle = write_fake_bundle(tmp_path / "bundle", **fake)
     args = ["--bundle", str(bundle), "--max-wait-ms", "0", "--max-batch-sentences", "4", "--request-timeout-s", "20"]
+    args += ["--scheduler", scheduler]
     texts = [f"word{i} other{i}" for i in range(24)]
     with process_server(args, tmp_path / "server.log", fake=True) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")

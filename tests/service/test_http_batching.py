@@ -31,9 +31,11 @@ def metric(text: str, name: str) -> float:
 
 
 def test_concurrent_requests_are_batched_and_translate_as_alone(tmp_path: Path) -> None:
+    """The batch scheduler: a burst waits up to max_wait_ms for company and decodes as one batch (the continuous
+    scheduler, the default, is tested in tests/service/test_scheduler.py and test_server_real_bundle.py)."""
     bundle = write_fake_bundle(tmp_path / "b", delay_s=0.05)
     loader = FakeLoader()
-    with thread_server(settings_for(bundle, max_wait_ms=250), loader) as s:
+    with thread_server(settings_for(bundle, max_wait_ms=250, scheduler="batch"), loader) as s:
         engine = loader.last
 
         def send(text: str) -> dict[str, Any]:

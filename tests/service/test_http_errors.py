@@ -127,9 +127,11 @@ def test_a_bug_after_the_engine_gets_a_500_without_a_trace(strict: ThreadServer)
 
 
 def test_engine_failure_fails_only_its_request_and_the_next_batch_works(tmp_path: Path) -> None:
+    """The batch scheduler (the continuous one's retry is tested in tests/service/test_scheduler.py and
+    tests/reliability/test_faults.py)."""
     bundle = write_fake_bundle(tmp_path / "b")
     loader = FakeLoader()
-    with thread_server(settings_for(bundle, max_wait_ms=300), loader) as s:
+    with thread_server(settings_for(bundle, max_wait_ms=300, scheduler="batch"), loader) as s:
         results: dict[str, httpx.Response] = {}
 
         def send(name: str, text: str) -> None:

@@ -258,7 +258,9 @@ def test_real_engine_sentences_admitted_mid_run_translate_as_alone(
         assert translation.best.score == pytest.approx(alone.best.score, abs=1e-4)
 
 
-def test_auto_picks_continuous_batching_on_a_gpu_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_auto_picks_continuous_batching_on_a_gpu_and_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import inference.engine
     from service.app import scheduler_kind
     from service.settings import Settings
@@ -268,7 +270,8 @@ def test_auto_picks_continuous_batching_on_a_gpu_only(monkeypatch: pytest.Monkey
 
     assert scheduler_kind(settings(scheduler="continuous")) == "continuous"
     assert scheduler_kind(settings(scheduler="batch", provider="cuda")) == "batch"
-    assert scheduler_kind(settings(provider="cpu")) == "batch"
+    assert scheduler_kind(settings(provider="cpu")) == "continuous"
+    assert scheduler_kind(settings(provider="cpu", scheduler="batch")) == "batch"
     monkeypatch.setattr(inference.engine, "choose_providers", lambda requested: ["CUDAExecutionProvider"])
     assert scheduler_kind(settings()) == "continuous"
 
