@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     max_wait_ms: float = Field(
         5.0,
         ge=0,
-        description="How long a batch's first sentence waits for company before it runs anyway.",
+        description="Batch scheduler only: how long a batch's first sentence waits for company before it runs anyway.",
     )
     scheduler: Literal["auto", "batch", "continuous"] = Field(
         "auto",
