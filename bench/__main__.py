@@ -17,6 +17,7 @@ COMMANDS = {
     "peers": "bench.peers",
     "profile-decode": "bench.profile_decode",
     "search-cost": "bench.search_cost",
+    "batch-mates": "bench.batch_mates",
     "gpu": "bench.gpu",
     "ort-beam-search": "bench.ort_beam_search",
     "attention": "bench.attention",

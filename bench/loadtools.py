@@ -299,6 +299,20 @@ def default_bundle() -> Path:
     return ensure_tiny_bundle()
 
 
+def exact_bundle() -> Path:
+    """The bundle a bench serves when it checks every answer against the text translated alone: the tests' tiny
+    fp32 model. The shipped models' int8 graphs quantize activations with one scale for the whole batch, so a
+    sentence's translation there can depend on what it is batched with (docs/bundle.md, "Batch mates")."""
+    return ensure_tiny_bundle()
+
+
+def batched_like_alone(bundle: Path) -> bool:
+    """Whether the bundle's main graphs translate a sentence the same whatever it is batched with: float graphs
+    do; int8 ones (dynamic activation quantization, one scale per batch) need not."""
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    return manifest.get("export", {}).get("quantize", "none") in ("none", None)
+
+
 def ensure_tiny_bundle(out: Path = TINY_BUNDLE) -> Path:
     """The tests' tiny model (testkit.tiny) exported to ``out``, built on first use."""
     if (out / "manifest.json").is_file():

@@ -22,7 +22,9 @@ reported as the client saw them and, when the script started the server, as the 
 spent waiting for the client's or the server's event loop.
 
 Without ``--url`` the script starts ``python -m service`` on 127.0.0.1 with the bundle (default:
-models/en-de if present, else the tests' tiny bundle, built into cache/ on first use). Every loop is
+the tests' tiny fp32 bundle, built into cache/ on first use: with int8 graphs, such as the shipped models', a
+sentence's translation may depend on its batch mates, and differences from alone are counted but not failed).
+Every loop is
 bounded by a request count and a deadline. The CI version is tests/reliability/test_overload.py.
 """
 
@@ -41,9 +43,10 @@ import httpx
 
 from bench.loadtools import (
     access_log_latencies,
+    batched_like_alone,
     command_line,
     conclude,
-    default_bundle,
+    exact_bundle,
     machine,
     percentile,
     process_stats,
@@ -241,7 +244,7 @@ def check(report: dict[str, Any], max_refusal_p99_s: float) -> list[str]:
         problems.append("nothing was refused: the load did not exceed the capacity (raise --factor)")
     if o["other_statuses"]:
         problems.append(f"statuses other than 200/429/503: {o['other_statuses']}")
-    if o["accepted_wrong_translation"]:
+    if o["accepted_wrong_translation"] and report.get("exact_translations", True):
         problems.append(f"{o['accepted_wrong_translation']} accepted requests got a wrong translation")
     if o["refused_without_retry_after"]:
         problems.append(f"{o['refused_without_retry_after']} refusals lack Retry-After")
@@ -343,7 +346,11 @@ def table(report: dict[str, Any]) -> str:
             f"(p99 {c['latency_p99_ms']} ms, {c['not_ok']} not 200)",
         ),
         ("offered", f"{o['offered_rps']} req/s ({o['factor']:g}x) for {o['seconds']:g} s: {o['sent']} requests"),
-        ("accepted", f"{o['accepted']} ({o['accepted_rps']} req/s, {o['accepted_wrong_translation']} wrong)"),
+        (
+            "accepted",
+            f"{o['accepted']} ({o['accepted_rps']} req/s, {o['accepted_wrong_translation']} "
+            + ("wrong)" if report.get("exact_translations", True) else "differ from alone: int8 graphs)"),
+        ),
         ("accepted latency", f"p50 {o['accepted_latency_p50_ms']} ms, p99 {o['accepted_latency_p99_ms']} ms"),
         ("refused", f"{o['refused']} {o['refused_by_status']}, {o['refused_without_retry_after']} without Retry-After"),
         (
@@ -367,7 +374,12 @@ def table(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="a running server (else one is started with --bundle)")
-    p.add_argument("--bundle", type=Path, help="bundle to serve (default: models/en-de, else the tiny test bundle)")
+    p.add_argument(
+        "--bundle",
+        type=Path,
+        help="bundle to serve (default: the tests' tiny fp32 bundle, whose answers must equal the texts "
+        "translated alone; with int8 graphs differences from alone are counted, not failed: docs/bundle.md)",
+    )
     p.add_argument("--max-queue", type=int, default=1024, help="the server's MT_MAX_QUEUE (default 1024)")
     p.add_argument("--threads", type=int, default=1, help="the started server's inference threads (default 1)")
     p.add_argument("--factor", type=float, default=3.0)
@@ -412,11 +424,12 @@ def main(argv: list[str] | None = None) -> int:
         report = go(args.url)
         info["server"] = {"url": args.url}
     else:
-        bundle = args.bundle or default_bundle()
+        bundle = args.bundle or exact_bundle()
         flags = ["--provider", "cpu", "--threads", str(args.threads), "--max-queue", str(args.max_queue)]
         with tempfile.TemporaryDirectory() as tmp, server_process(bundle, Path(tmp) / "server.log", flags=flags) as s:
             report = go(s.url)
             info["server"] = {"bundle": str(bundle), "flags": flags, "after": process_stats(s.pid)}
+            info["exact_translations"] = batched_like_alone(bundle)
             info["server_side_latency"] = server_side(s.log())
     report.update(info)
     report.update(wall_seconds=round(time.time() - started, 1))

@@ -14,8 +14,9 @@ translations; the last sample is taken after the load, once the server is idle a
 Checks (exit status 1 if one fails): resident memory grows less than 5% from the baseline to the
 end; threads and file descriptors do not grow; every 200 answer with default options equals the
 reference translation of its text; no 5xx. Prints a table and writes the JSON report to ``--out``.
-Without ``--url`` it starts ``python -m service`` on 127.0.0.1 (default bundle: models/en-de if
-present, else the tests' tiny bundle, built into cache/ on first use).
+Without ``--url`` it starts ``python -m service`` on 127.0.0.1 (default bundle: the tests' tiny fp32 bundle,
+built into cache/ on first use; with int8 graphs, such as the shipped models', a sentence's translation may depend
+on its batch mates, and differences from the reference are counted but not failed).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from typing import Any
 import httpx
 
 from bench.loadtools import (
+    batched_like_alone,
     command_line,
     conclude,
-    default_bundle,
+    exact_bundle,
     machine,
     percentile,
     process_stats,
@@ -170,7 +172,7 @@ def check(report: dict[str, Any], wanted: int) -> list[str]:
         problems.append(f"threads grew by {report['threads_growth']}")
     if report["fds_growth"] > 0:
         problems.append(f"file descriptors grew by {report['fds_growth']}")
-    if report["wrong_translations"]:
+    if report["wrong_translations"] and report.get("exact_translations", True):
         problems.append(f"{report['wrong_translations']} answers differ from the reference")
     errors = {s: n for s, n in report["statuses"].items() if s.startswith("5")}
     if errors:
@@ -211,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="a running server (needs --pid, read from /proc)")
     p.add_argument("--pid", type=int, help="the running server's process id")
-    p.add_argument("--bundle", type=Path, help="bundle to serve (default: models/en-de, else the tiny test bundle)")
+    p.add_argument(
+        "--bundle",
+        type=Path,
+        help="bundle to serve (default: the tests' tiny fp32 bundle, whose answers must equal the texts "
+        "translated alone; with int8 graphs differences from alone are counted, not failed: docs/bundle.md)",
+    )
     p.add_argument("--threads", type=int, default=1, help="the started server's inference threads (default 1)")
     p.add_argument("--translations", type=int, default=20_000)
     p.add_argument("--warmup", type=int, default=2_000)
@@ -241,11 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         report = go(args.url, args.pid)
         info["server"] = {"url": args.url, "pid": args.pid}
     else:
-        bundle = args.bundle or default_bundle()
+        bundle = args.bundle or exact_bundle()
         flags = ["--provider", "cpu", "--threads", str(args.threads)]
         with tempfile.TemporaryDirectory() as tmp, server_process(bundle, Path(tmp) / "server.log", flags=flags) as s:
             report = go(s.url, s.pid)
             info["server"] = {"bundle": str(bundle), "flags": flags}
+            info["exact_translations"] = batched_like_alone(bundle)
     report.update(info)
     problems = check(report, args.translations)
     return conclude(report, problems, table(report), args.out)

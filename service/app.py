@@ -123,7 +123,11 @@ def create_app(
         metrics.errors.labels(reason)  # export zeros, so rate() works from the first error on
     if engine_loader is load_engine:  # a test's own loader has no such options
         engine_loader = functools.partial(
-            load_engine, static_step=settings.static_step, shared_pool=settings.shared_pool, cohorts=settings.cohorts
+            load_engine,
+            static_step=settings.static_step,
+            shared_pool=settings.shared_pool,
+            cohorts=settings.cohorts,
+            graphs=settings.graphs,
         )
     threads = engine_threads(settings)
     if threads != settings.threads:

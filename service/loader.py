@@ -57,9 +57,10 @@ def load_engine(
     static_step: bool = False,
     shared_pool: bool = False,
     cohorts: int = 0,
+    graphs: str = "auto",
 ) -> Engine:
     """The real engine (onnxruntime), imported only when a real bundle is loaded; ``cohorts`` 0: the engine's
-    default."""
+    default; ``graphs``: which of the bundle's graph sets (``Engine.load``)."""
     from inference.engine import Engine as OnnxEngine
 
     return OnnxEngine.load(
@@ -69,6 +70,7 @@ def load_engine(
         static_step=static_step,
         shared_pool=shared_pool,
         cohorts=cohorts or None,
+        graphs=graphs,
     )
 
 

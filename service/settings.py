@@ -78,6 +78,14 @@ class Settings(BaseSettings):
         "engine: 2 keeps the cores busy while one's beam search works between graph calls "
         "(docs/reports/load/report.md).",
     )
+    graphs: str = Field(
+        "auto",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Which of a bundle's graph sets to serve: auto (its GPU set, e.g. cuda, on a GPU; the main "
+        "graphs, int8 in the shipped models, on the CPU), main, or a set's name. cuda on the CPU serves float "
+        "graphs there: a sentence then translates the same whatever it is batched with, at 0.78-0.84x the int8 "
+        'graphs\' speed with the shipped model (docs/bundle.md, "Batch mates").',
+    )
     static_step: bool = Field(
         False,
         description="Decode with fixed-shape state, each decoder step replayed as a CUDA graph on a GPU "

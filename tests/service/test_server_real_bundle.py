@@ -279,3 +279,23 @@ def test_static_step_server_answers_like_the_default_one(
     assert mid_run > 0
     log = (tmp_path / "static.log").read_text()
     assert "static-shape steps" in log and "(one pool for the process)" in log
+
+
+def test_graphs_setting_serves_a_bundles_other_set_and_refuses_an_unknown_one(
+    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
+) -> None:
+    """MT_GRAPHS: --graphs cuda serves the bundle's GPU set on the CPU (float graphs: what a sentence gets does not
+    depend on its batch mates); an unknown name stops the server with the sets the bundle has."""
+    import sys
+
+    args = ["--bundle", str(tiny_static_bundle), "--graphs", "cuda", "--provider", "cpu"]
+    with process_server(args, tmp_path / "cuda.log", env={"MT_THREADS": "1"}) as server:
+        wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        got = [translate(server, t)["translations"][0]["text"] for t in TEXTS]
+    assert got == [translate(real, t)["translations"][0]["text"] for t in TEXTS]
+    assert "cuda graphs (fp32)" in (tmp_path / "cuda.log").read_text()
+
+    wrong = [sys.executable, "-m", "service", "--bundle", str(tiny_static_bundle), "--graphs", "nope", "--port", "0"]
+    done = subprocess.run(wrong, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
+    assert done.returncode != 0
+    assert "graphs='nope'" in done.stdout + done.stderr and "['cuda']" in done.stdout + done.stderr
