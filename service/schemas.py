@@ -389,6 +389,17 @@ class ModelInfo(BaseModel):
     source_language: str
     target_language: str
     provider: str = Field(description="onnxruntime execution provider in use.", examples=["CPUExecutionProvider"])
+    graphs: str = Field(
+        "main",
+        description="Which of the bundle's graph sets runs: main, or a variant such as cuda (MT_GRAPHS).",
+        examples=["main"],
+    )
+    dtype: str | None = Field(
+        None,
+        description="What the running graphs compute in (fp32, fp16, fp16w, int8, int8-channel, ...); int8 graphs' "
+        "translations can depend on the sentences batched with them (docs/bundle.md, Batch mates).",
+        examples=["int8-channel-fp32-logits"],
+    )
     loaded_at: float = Field(description="Unix time the model went live.")
     manifest: dict[str, Any] = Field(description="The bundle's manifest: architecture, scores, checksums, ...")
 

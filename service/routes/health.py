@@ -79,6 +79,8 @@ async def model_info(service: Service, name: str | None = None) -> ModelInfo:
         source_language=str(manifest.get("source_language", "")),
         target_language=str(manifest.get("target_language", "")),
         provider=model.engine.provider,
+        graphs=str(getattr(model.engine, "graphs", "main")),
+        dtype=getattr(model.engine, "graphs_dtype", None),
         loaded_at=model.loaded_at,
         manifest=manifest,
     )

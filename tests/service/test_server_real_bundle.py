@@ -292,8 +292,12 @@ def test_graphs_setting_serves_a_bundles_other_set_and_refuses_an_unknown_one(
     with process_server(args, tmp_path / "cuda.log", env={"MT_THREADS": "1"}) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         got = [translate(server, t)["translations"][0]["text"] for t in TEXTS]
+        info = server.client.get("/model").json()
     assert got == [translate(real, t)["translations"][0]["text"] for t in TEXTS]
     assert "cuda graphs (fp32)" in (tmp_path / "cuda.log").read_text()
+    assert (info["graphs"], info["dtype"]) == ("cuda", "fp32")
+    default = real.client.get("/model").json()
+    assert (default["graphs"], default["dtype"]) == ("main", "fp32")
 
     wrong = [sys.executable, "-m", "service", "--bundle", str(tiny_static_bundle), "--graphs", "nope", "--port", "0"]
     done = subprocess.run(wrong, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
