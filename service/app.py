@@ -147,10 +147,21 @@ def create_app(
         refill_at=refill_limit(settings),
         admit_by_length=settings.admit_by_length,
     )
+    kind = scheduler_kind(settings)
+    if kind == "continuous":
+        log.info(
+            "scheduler: continuous batching (%s), %d running sets, refill at %s, admit by length %s",
+            settings.scheduler,
+            settings.inflight_batches,
+            "any size" if limits.refill_at is None else limits.refill_at,
+            "on" if limits.admit_by_length else "off",
+        )
+    else:
+        log.info("scheduler: whole batches, %d in flight", settings.inflight_batches)
     service = ServiceState(
         settings=settings,
         metrics=metrics,
-        batcher=Scheduler(limits, metrics) if scheduler_kind(settings) == "continuous" else Batcher(limits, metrics),
+        batcher=Scheduler(limits, metrics) if kind == "continuous" else Batcher(limits, metrics),
         models=models,
     )
 

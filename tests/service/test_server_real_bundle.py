@@ -83,6 +83,7 @@ def test_translates_and_batches_concurrent_requests_like_single_ones(real: Proce
     calls = metric(real, "mt_batch_size_sentences_count") - calls_before
     carried = metric(real, "mt_batch_size_sentences_sum") - carried_before
     assert carried > calls, f"the burst was not decoded together ({carried} sentences over {calls} calls)"
+    assert "scheduler: continuous batching (auto)" in real.log()  # the default, on the CPU too
     alone = [translate(real, t)["translations"][0]["text"] for t in TEXTS]
     assert together == alone
     assert all(isinstance(t, str) and t for t in alone)
