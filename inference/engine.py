@@ -90,17 +90,28 @@ def choose_providers(requested: str) -> list[str]:
 
 
 def choose_graphs(manifest: dict[str, Any], requested: str, provider: str) -> str | None:
-    """The graph variant to load (None: the main graphs) for ``auto``, ``main`` or a variant's name."""
+    """The graph variant to load (None: the main graphs) for ``auto``, ``main``, ``float`` (the first set that is
+    not int8: its translations do not depend on the batch, docs/bundle.md "Batch mates") or a variant's name."""
     variants = manifest.get("variants", {})
     if requested == "auto":
         wanted = [name for name, v in variants.items() if v.get("provider") == provider]
         return wanted[0] if wanted else None
     if requested == "main":
         return None
+    if requested == "float":
+        if manifest.get("export", {}).get("quantize", "none") in ("none", None):
+            return None
+        floats = [name for name, v in variants.items() if not str(v.get("dtype", "")).startswith("int8")]
+        if not floats:
+            raise EngineError(
+                "graphs='float': every graph set of the bundle is int8; re-export it with --gpu-dtype fp16w "
+                "(a float set beside the int8 one) or without --quantize"
+            )
+        return floats[0]
     if requested not in variants:
         raise EngineError(
             f"graphs={requested!r}: the bundle has the main graphs and the variants {sorted(variants) or 'none'}; "
-            "use auto, main or one of them"
+            "use auto, main, float or one of them"
         )
     return requested
 

@@ -82,8 +82,8 @@ class Settings(BaseSettings):
         "auto",
         pattern=r"^[A-Za-z0-9_-]+$",
         description="Which of a bundle's graph sets to serve: auto (its GPU set, e.g. cuda, on a GPU; the main "
-        "graphs, int8 in the shipped models, on the CPU), main, or a set's name. cuda on the CPU serves float "
-        "graphs there: a sentence then translates the same whatever it is batched with, at 0.78-0.84x the int8 "
+        "graphs, int8 in the shipped models, on the CPU), main, float (the first set that is not int8), or a set's "
+        "name. float on the CPU: a sentence translates the same whatever it is batched with, at 0.78-0.84x the int8 "
         'graphs\' speed with the shipped model (docs/bundle.md, "Batch mates").',
     )
     static_step: bool = Field(

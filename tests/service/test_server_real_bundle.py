@@ -286,7 +286,8 @@ def test_graphs_setting_serves_a_bundles_other_set_and_refuses_an_unknown_one(
     real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
 ) -> None:
     """MT_GRAPHS: --graphs cuda serves the bundle's GPU set on the CPU (float graphs: what a sentence gets does not
-    depend on its batch mates); an unknown name stops the server with the sets the bundle has."""
+    depend on its batch mates; --graphs float picks such a set by itself, tests/training/export/test_gpu_variant.py);
+    an unknown name stops the server with the sets the bundle has."""
     import sys
 
     args = ["--bundle", str(tiny_static_bundle), "--graphs", "cuda", "--provider", "cpu"]

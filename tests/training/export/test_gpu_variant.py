@@ -43,6 +43,11 @@ def test_auto_takes_the_variant_of_the_provider(dual_bundle: Path) -> None:
     assert choose_graphs(manifest, "main", "CUDAExecutionProvider") is None
     with pytest.raises(EngineError, match="variants"):
         choose_graphs(manifest, "tpu", "CPUExecutionProvider")
+    # float: the first set that is not int8 (main is int8-channel here), and the main graphs of a float export
+    assert choose_graphs(manifest, "float", "CPUExecutionProvider") == "cuda"
+    assert choose_graphs({**manifest, "export": {"quantize": "none"}}, "float", "CPUExecutionProvider") is None
+    with pytest.raises(EngineError, match="every graph set of the bundle is int8"):
+        choose_graphs({**manifest, "variants": {}}, "float", "CPUExecutionProvider")
     assert Engine.load(dual_bundle, provider="cpu", threads=1).graphs_dtype == "int8-channel"
 
 
