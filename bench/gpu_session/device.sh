@@ -7,7 +7,8 @@
 #   device.sh measure-more    the base preset with random weights (the same systems), fused against plain graphs
 #                             (bench attention), placement of the GPU graphs (the static step's included),
 #                             onnxruntime's BeamSearch operator against our loop, the search's own cost a step
-#                             on the host's CPU (bench search-cost, printed)
+#                             on the host's CPU (bench search-cost, printed), a sentence alone and batched on CUDA
+#                             (bench batch-mates, printed)
 #   device.sh measure-server  bench load on CUDA: the continuous scheduler as shipped, with static-shape steps
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
@@ -46,7 +47,10 @@ case "$step" in
     timeout 200 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32,128 --out "$OUT/ort-beam-search" 2>&1 | quiet
     # the search's own Python a step on this host's CPU (no GPU; printed, not a file: 8 files come back at most)
-    timeout 90 python3 -m bench search-cost --batch-sizes 1,32,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -4 ;;
+    timeout 90 python3 -m bench search-cost --batch-sizes 1,32,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -4
+    # whether a sentence translates the same alone and in a batch on CUDA (float kernels may differ by batch size)
+    timeout 120 python3 -m bench batch-mates --bundle /tmp/bundle --input /tmp/model/test.tsv --graphs cuda \
+      --provider cuda --threads 4 --out /tmp/batch-mates 2>&1 | tail -3 ;;
   measure-server)
     . /tmp/gpu-env.sh
     L=(python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 --requests 1024 --deadline 15)
