@@ -14,15 +14,12 @@ EOS not counted), their ratio b/a, and the share of best outputs that are identi
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, machine, report_dir, write_report
+from bench.loadtools import ROOT, Worker, machine, report_dir, write_report
 
 WORKER = """
 import json, os, sys, time
@@ -50,38 +47,17 @@ for line in sys.stdin:
 """
 
 
-class Side:
+class Side(Worker):
     def __init__(self, spec: str, threads: int):
         tree, _, bundle = spec.partition(":")
         if not bundle:
             raise SystemExit(f"--a/--b take TREE:BUNDLE, got {spec!r}")
-        self.spec = spec
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(Path(tree).resolve()), str(Path(tree, bundle).resolve()), str(threads)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.name = self._read()["ready"]
-
-    def _read(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise SystemExit(f"the worker for {self.spec} died (see its error above)")
-        return dict(json.loads(line))
+        args = [str(Path(tree).resolve()), str(Path(tree, bundle).resolve()), str(threads)]
+        super().__init__(WORKER, args, spec)
+        self.model = self.ready["ready"]
 
     def run(self, texts: list[str], beam: int, batch: int, max_length: int) -> dict[str, Any]:
-        assert self.process.stdin is not None
-        job = {"texts": texts, "beam": beam, "batch": batch, "max_length": max_length}
-        self.process.stdin.write(json.dumps(job) + "\n")
-        self.process.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        if self.process.stdin:
-            self.process.stdin.close()
-        self.process.wait(timeout=30)
+        return self.call({"texts": texts, "beam": beam, "batch": batch, "max_length": max_length})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             side.close()
     setup = {
         "date": time.strftime("%Y-%m-%d"),
-        "a": f"{args.a} ({sides['a'].name})",
-        "b": f"{args.b} ({sides['b'].name})",
+        "a": f"{args.a} ({sides['a'].model})",
+        "b": f"{args.b} ({sides['b'].model})",
         "input": args.input,
         "threads": args.threads,
         "repeats": args.repeats,

@@ -15,6 +15,7 @@ import math
 import os
 import random
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Coroutine, Iterator
@@ -320,3 +321,33 @@ def ensure_tiny_bundle(out: Path = TINY_BUNDLE) -> Path:
     from testkit.tiny import build_tiny_bundle
 
     return build_tiny_bundle(out)
+
+
+class Worker:
+    """A Python process of its own (``python -c CODE ARGS``) that prints one JSON line when ready, then answers each
+    JSON line sent to it with one: how the A/B benches run another code tree beside this one."""
+
+    def __init__(self, code: str, args: list[str], name: str):
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.ready = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the worker for {self.name} died (see its error above)")
+        return dict(json.loads(line))
+
+    def call(self, job: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(timeout=30)
