@@ -308,10 +308,11 @@ def exact_bundle() -> Path:
 
 
 def batched_like_alone(bundle: Path) -> bool:
-    """Whether the bundle's main graphs translate a sentence the same whatever it is batched with: float graphs
-    do; int8 ones (dynamic activation quantization, one scale per batch) need not."""
+    """Whether the bundle's main graphs translate a sentence the same whatever it is batched with: float and
+    int8-static graphs do; dynamic int8 ones (one activation scale per batch) need not."""
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    return manifest.get("export", {}).get("quantize", "none") in ("none", None)
+    quantize = manifest.get("export", {}).get("quantize", "none") or "none"
+    return quantize == "none" or quantize.startswith("int8-static")
 
 
 def ensure_tiny_bundle(out: Path = TINY_BUNDLE) -> Path:

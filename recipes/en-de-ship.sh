@@ -5,11 +5,13 @@
 #   from one start, as model 0.7.0) instead of the run's last N; OUT_DIR/ship gets the results.
 # PAIR=de-en ships the German->English model the same way (from data/de-en, `training reverse-corpus`), to
 # models/de-en with the name de-en-small.
-# Averages the last N checkpoints, exports fp32 and two int8 bundles (per-matrix and per-column weight
-# scales; parity-checked against PyTorch on real dev sentences), scores them through the service's engine
-# on the held-out test sets (fp32 also on the reserved evaluation sets), and installs one of them at
-# models/en-de (scores in the manifest): the int8 one with the better mean BLEU among those faster than
-# fp32 and within 0.5 BLEU of it on every test set, else fp32.
+# Averages the last N checkpoints, exports fp32 and the int8 bundles of INT8_VARIANTS (by default int8cl, dynamic
+# input scales, and int8sl, input scales calibrated at export; both with the output projection in fp32;
+# parity-checked against PyTorch on real dev sentences), scores them through the service's engine on the
+# held-out test sets (fp32 also on the reserved evaluation sets), and installs one of them at models/en-de
+# (scores in the manifest): among the int8 ones faster than fp32 and within 0.5 BLEU of it on every test set,
+# the best mean BLEU (with PREFER_STATIC=1, int8sl if it is one: it translates a sentence the same whatever its
+# batch); else fp32.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PAIR=${PAIR:-en-de}
@@ -23,7 +25,7 @@ OUT=$RUN/ship
 mkdir -p "$OUT"
 PY=${PY:-python}
 VERSION=${MODEL_VERSION:-0.2.0}  # what responses and /model report: bump it for every retrained model
-read -r -a INT8 <<< "${INT8_VARIANTS:-int8 int8c}"  # the int8 candidates; int8c alone saves a third of the time
+read -r -a INT8 <<< "${INT8_VARIANTS:-int8cl int8sl}"  # the int8 candidates, of int8 int8c int8cl int8sl
 
 if [ -n "${CHECKPOINTS:-}" ]; then
   read -r -a CKPTS <<< "$CHECKPOINTS"
@@ -31,14 +33,22 @@ if [ -n "${CHECKPOINTS:-}" ]; then
 else
   $PY -m training average --run-dir "$RUN" --last "$LAST" --out "$OUT/averaged.pt"
 fi
-quant_of() {  # int8cl: int8-channel with the output projection in fp32 (model 0.8.0)
-  case $1 in fp32) echo none ;; int8) echo int8 ;; int8c) echo int8-channel ;; int8cl) echo int8-channel-fp32-logits ;; esac
+quant_of() {  # int8cl: int8-channel with the output projection in fp32 (model 0.8.0); int8sl: the same with
+  # input scales calibrated at export (int8-static), so that a sentence translates the same alone and batched
+  case $1 in
+    fp32) echo none ;; int8) echo int8 ;; int8c) echo int8-channel ;; int8cl) echo int8-channel-fp32-logits ;;
+    int8sl) echo int8-static-fp32-logits ;;
+  esac
+}
+options_of() {  # int8's log-probs drift by about 1 nat on real inputs: its BLEU below decides, not parity.
+  [ "$1" != fp32 ] && printf '%s\n' --tolerance 3
+  [ "$1" = int8sl ] && printf '%s\n' --calibration "$DATA/train.tsv"  # 256 training sentences, seeded
+  return 0
 }
 for variant in fp32 "${INT8[@]}"; do
-  # int8's log-probs drift by about 1 nat on real inputs: its BLEU below decides, not parity.
-  quant=$(quant_of "$variant"); tol=(); [ "$variant" != fp32 ] && tol=(--tolerance 3)
+  quant=$(quant_of "$variant"); mapfile -t opts < <(options_of "$variant")
   $PY -m training export "$OUT/averaged.pt" "$OUT/bundle-$variant" --name "$NAME" --version "$VERSION" \
-    --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${tol[@]+"${tol[@]}"}" --test-file "$DATA/dev.tsv" --overwrite
+    --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${opts[@]+"${opts[@]}"}" --test-file "$DATA/dev.tsv" --overwrite
 done
 TESTS=("$DATA/test.software-ui.tsv" "$DATA/test.libreoffice-help.tsv" "$DATA/test.bible.tsv" "$DATA/test.command-line.tsv")
 [ -f "$DATA/test.manuals.tsv" ] && TESTS+=("$DATA/test.manuals.tsv")  # built with --sources all,manuals
@@ -51,8 +61,9 @@ for variant in "${INT8[@]}"; do
     --hypotheses "$OUT/hyp-$variant" --json "$OUT/scores-$variant.json"
 done
 # The issue's rule: int8 ships if it is faster on the test sets and loses at most 0.5 BLEU on every one of them.
+# PREFER_STATIC=1 puts int8sl first among those: its translations do not depend on the batch (docs/bundle.md).
 CHOICE=$($PY - "$OUT" "${INT8[@]}" <<'PYEOF'
-import json, sys
+import json, os, sys
 out, names = sys.argv[1], sys.argv[2:]
 fp32, *candidates = (json.load(open(f"{out}/scores-{name}.json")) for name in ["fp32", *names])
 eligible = {}
@@ -63,18 +74,19 @@ for name, scores in zip(names, candidates):
     print(f"{name}: faster {faster}, within 0.5 BLEU everywhere {close}", file=sys.stderr)
     if faster and close:
         eligible[name] = sum(scores[t]["bleu"] for t in tests) / len(tests)
-print(max(eligible, key=eligible.get) if eligible else "fp32")
+static_first = os.environ.get("PREFER_STATIC") == "1"
+print(max(eligible, key=lambda n: (static_first and n == "int8sl", eligible[n])) if eligible else "fp32")
 PYEOF
 )
 echo "shipping $CHOICE"
-quant=$(quant_of "$CHOICE"); tol=(); [ "$CHOICE" != fp32 ] && tol=(--tolerance 3)
+quant=$(quant_of "$CHOICE"); mapfile -t opts < <(options_of "$CHOICE")
 # GPU graphs ride along under cuda/ for GPU servers (the engine loads them on CUDA): fp16w, fp32 arithmetic
 # on weights stored as fp16, faster than fp16 on an H100 (docs/inference-core.md): 26 MB more for this size.
 # With them the static-shape step (MT_STATIC_STEP=1; STATIC_STEP=0 leaves it out): its weights are the decoder's,
 # stored once in cuda/weights.bin, so it adds only its graph.
 static=(); [ "${STATIC_STEP:-1}" = 1 ] && static=(--static-step)
 $PY -m training export "$OUT/averaged.pt" "models/$PAIR" --name "$NAME" --version "$VERSION" \
-  --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${tol[@]+"${tol[@]}"}" --gpu-dtype "${GPU_DTYPE:-fp16w}" \
+  --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${opts[@]+"${opts[@]}"}" --gpu-dtype "${GPU_DTYPE:-fp16w}" \
   "${static[@]+"${static[@]}"}" --scores "$OUT/scores-$CHOICE.json" --test-file "$DATA/dev.tsv" --overwrite
 cp "$DATA/LICENSES.md" "models/LICENSES-$PAIR.md"
 echo "installed models/$PAIR ($CHOICE, version $VERSION); scores in $OUT/scores-*.json"

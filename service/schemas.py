@@ -396,8 +396,9 @@ class ModelInfo(BaseModel):
     )
     dtype: str | None = Field(
         None,
-        description="What the running graphs compute in (fp32, fp16, fp16w, int8, int8-channel, ...); int8 graphs' "
-        "translations can depend on the sentences batched with them (docs/bundle.md, Batch mates).",
+        description="What the running graphs compute in (fp32, fp16, fp16w, int8, int8-channel, int8-static, ...); "
+        "dynamic int8 graphs' (int8, int8-channel*) translations can depend on the sentences batched with them, "
+        "float and int8-static graphs' do not (docs/bundle.md, Batch mates).",
         examples=["int8-channel-fp32-logits"],
     )
     loaded_at: float = Field(description="Unix time the model went live.")

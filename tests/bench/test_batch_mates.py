@@ -33,3 +33,6 @@ def test_only_float_bundles_are_held_to_equal_answers(tiny_bundle: Path, tmp_pat
     manifest.setdefault("export", {})["quantize"] = "int8-channel"
     (quantized / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     assert not batched_like_alone(quantized)
+    manifest["export"]["quantize"] = "int8-static-fp32-logits"  # input scales fixed at export: batch-independent
+    (quantized / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert batched_like_alone(quantized)

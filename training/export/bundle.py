@@ -26,8 +26,10 @@ from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
 from core.graphs import GRAPHS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
+from training.export import static_int8
 from training.export.common import (
     ATTENTION_KINDS,
+    CALIBRATION_SENTENCES,
     DEFAULT_OPSET,
     DTYPES,
     GPU_DTYPES,
@@ -40,6 +42,7 @@ from training.export.parity import check_parity
 from training.export.trace import trace_graphs, write_graphs
 from training.export.writer import check_target, tensor_specs
 from training.export.writer import manifest as build_manifest
+from training.model import Transformer
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ def export_bundle(
     attention: str = "plain",
     gpu_attention: str = "plain",
     scores: dict[str, Any] | None = None,
+    calibration: str | Path | None = None,
+    calibration_sentences: int = CALIBRATION_SENTENCES,
     test_file: str | Path | None = None,
     tolerance: float | None = None,
     overwrite: bool = False,
@@ -71,7 +76,9 @@ def export_bundle(
     check has passed, so ``out_dir`` never holds half a bundle. ``static_step`` adds the static-shape graphs
     (static_decoder, place) to the GPU set, for the engine's ``static_step`` mode (docs/inference-core.md).
     ``attention`` / ``gpu_attention``: how the main graphs / the GPU set compute attention, ``plain`` ONNX
-    operators or ``fused`` onnxruntime kernels (training/fused.py).
+    operators or ``fused`` onnxruntime kernels (training/fused.py). ``int8-static`` quantizations calibrate on
+    ``calibration_sentences`` sentences of ``calibration`` (a TSV or one sentence a line; default: the file the
+    checkpoint was trained on), translated by the fp32 graphs (training/export/static_int8.py).
     """
     if static_step and gpu_dtype == "none":
         raise ExportError("--static-step adds graphs to the GPU set: name its dtype with --gpu-dtype too")
@@ -97,6 +104,14 @@ def export_bundle(
             f"attention_layer={attention_layer}: the model has {layers} decoder layers (use -{layers}..{layers - 1})"
         )
     mode = "int8" if quantize.startswith("int8") else dtype
+    sentences: list[str] = []
+    if quantize.startswith("int8-static"):
+        calibration = calibration or config.data.train
+        if not calibration:
+            raise ExportError(f"--quantize {quantize} calibrates on real sentences: give them with --calibration FILE")
+        sentences = static_int8.read_sentences(calibration, calibration_sentences)
+    elif calibration:
+        raise ExportError(f"--calibration is for --quantize int8-static*, not {quantize}")
     tolerance = TOLERANCES[mode] if tolerance is None else tolerance
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -106,8 +121,11 @@ def export_bundle(
         fp32_dir = work / "fp32"
         fp32_dir.mkdir()
         trace_graphs(model, fp32_dir, opset, attention_layer, static=static_step, attention=attention)
+        ranges = (
+            calibrate(model, fp32_dir, vocab_files, work / "calibration", sentences, attention) if sentences else None
+        )
         bundle = work / "bundle"
-        write_graphs(model, fp32_dir, bundle, mode, quantize)
+        write_graphs(model, fp32_dir, bundle, mode, quantize, ranges=ranges)
         if gpu_dtype != "none":
             gpu_fp32_dir = fp32_dir
             if gpu_attention != attention:
@@ -158,6 +176,11 @@ def export_bundle(
                 "checkpoint": Path(checkpoint).name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "parity": parity,
+                **(
+                    {"calibration": {"file": Path(calibration).name, "sentences": len(sentences)}}
+                    if calibration
+                    else {}
+                ),
             },
             scores or {},
         )
@@ -172,3 +195,24 @@ def export_bundle(
         return manifest
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def calibrate(
+    model: Transformer,
+    fp32_dir: Path,
+    vocab_files: dict[str, bytes],
+    directory: Path,
+    sentences: list[str],
+    attention: str,
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """The traced fp32 graphs assembled into a bundle of their own in ``directory`` (removed afterwards), whose
+    engine translates ``sentences``: the ranges int8-static quantizes with."""
+    write_graphs(model, fp32_dir, directory, "fp32", "none")
+    write_vocab_files(vocab_files, directory)
+    tokenizer = Tokenizer(directory)
+    options = {"dtype": "fp32", "quantize": "none", "attention": attention}
+    write_manifest(directory, build_manifest(model, tokenizer, directory, "calibration", "0", "en", "de", options, {}))
+    try:
+        return static_int8.calibrate(directory, sentences)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from training.export.common import (
     ATTENTION_KINDS,
+    CALIBRATION_SENTENCES,
     DEFAULT_OPSET,
     DTYPES,
     GPU_DTYPES,
@@ -52,6 +53,8 @@ def _run(args: argparse.Namespace) -> int:
         attention=args.attention,
         gpu_attention=args.gpu_attention,
         scores=scores_arg(args.scores),
+        calibration=args.calibration,
+        calibration_sentences=args.calibration_sentences,
         test_file=args.test_file,
         tolerance=args.tolerance,
         overwrite=args.overwrite,
@@ -90,7 +93,21 @@ def register(subparsers: Any) -> None:
         choices=QUANTIZATIONS,
         default="none",
         help="int8: dynamic quantization of the MatMul weights, for CPUs (int8-channel: one scale per output "
-        "column instead of one per matrix)",
+        "column instead of one per matrix; int8-static: per-column weight scales and input scales calibrated on "
+        "real sentences, so that a sentence translates the same alone and batched; *-fp32-logits: the output "
+        "projection stays fp32; measured in docs/bundle.md)",
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="int8-static: source sentences to calibrate on, a TSV (first column) or one a line (default: the "
+        "training file recorded in the checkpoint)",
+    )
+    p.add_argument(
+        "--calibration-sentences",
+        type=int,
+        default=CALIBRATION_SENTENCES,
+        help="int8-static: how many sentences of --calibration to translate (drawn at random, seeded)",
     )
     p.add_argument(
         "--gpu-dtype",

@@ -69,6 +69,15 @@ def sort_nodes(graph: onnx.GraphProto) -> None:
     graph.node.extend(ordered)
 
 
+def output_projection(graph: onnx.GraphProto) -> str | None:
+    """The name of the product after the last layer norm (the logits over the vocabulary), if there is one."""
+    norms = [n.output[0] for n in graph.node if n.op_type in ("LayerNormalization", "SkipLayerNormalization")]
+    products = [n.name for n in graph.node if n.op_type in ("MatMul", "Gemm") and norms and norms[-1] in n.input]
+    if len(products) > 1:
+        raise ExportError(f"more than one product reads the last layer norm: {products}")
+    return products[0] if products else None
+
+
 def to_int8(src: Path, dst: Path, per_channel: bool = False, fp32_logits: bool = False) -> None:
     """Dynamic int8 quantization of the constant MatMul weights (measured choices in docs/bundle.md).
 
@@ -88,12 +97,10 @@ def to_int8(src: Path, dst: Path, per_channel: bool = False, fp32_logits: bool =
     src, dst = src.resolve(), dst.resolve()
     excluded = []
     if fp32_logits:
-        graph = onnx.load(str(src)).graph
-        norms = [n.output[0] for n in graph.node if n.op_type in ("LayerNormalization", "SkipLayerNormalization")]
-        products = [n for n in graph.node if n.op_type in ("MatMul", "Gemm")]
-        excluded = [n.name for n in products if norms and norms[-1] in n.input]
-        if len(excluded) != 1:
-            raise ExportError(f"{src}: one output projection after the last LayerNormalization expected: {excluded}")
+        projection = output_projection(onnx.load(str(src)).graph)
+        if projection is None:
+            raise ExportError(f"{src}: no output projection after the last LayerNormalization")
+        excluded = [projection]
     with contextlib.chdir(src.parent):  # the fp32 scratch directory, deleted after the export
         quantize_dynamic(
             src,

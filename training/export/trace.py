@@ -14,6 +14,7 @@ import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import FLOAT, TensorSpec
+from training.export import static_int8
 from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
 from training.export.weights import share_weights
@@ -88,12 +89,21 @@ def trace_graphs(
             onnx.save(graph, str(path))
 
 
-def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quantize: str, static: bool = False) -> None:
+def write_graphs(
+    model: Transformer,
+    fp32_dir: Path,
+    out: Path,
+    mode: str,
+    quantize: str,
+    static: bool = False,
+    ranges: dict[str, dict[str, tuple[float, float]]] | None = None,
+) -> None:
     """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
     (converted to ``mode``: fp32, fp16, fp16w or int8) with their weights in one file, each tensor once
     (training/export/weights.py), then the state graphs typed like the encoder's outputs.
     With ``static`` also the static-shape pair (core/graphs.py ``STATIC_GRAPHS``): static_decoder, converted
-    like the decoder, and place."""
+    like the decoder, and place. ``ranges``: per graph role, the calibrated input ranges that ``int8-static``
+    quantizes with (training/export/static_int8.py)."""
     out.mkdir(parents=True)
     model_files = [ENCODER_FILE, DECODER_FILE] + ([GRAPH_FILES["static_decoder"]] if static else [])
     for role_file in model_files:
@@ -102,6 +112,12 @@ def write_graphs(model: Transformer, fp32_dir: Path, out: Path, mode: str, quant
             to_fp16(src, dst)
         elif mode == "fp16w":
             to_fp16_weights(src, dst)
+        elif mode == "int8" and quantize.startswith("int8-static"):
+            logits = quantize.endswith("fp32-logits") and role_file == DECODER_FILE
+            if ranges is None:
+                raise ValueError(f"{quantize} needs the calibrated ranges")
+            role = next(r for r, f in GRAPH_FILES.items() if f == role_file)
+            static_int8.quantize(src, dst, ranges[role], fp32_logits=logits)
         elif mode == "int8":
             logits = quantize.endswith("fp32-logits") and role_file == DECODER_FILE
             to_int8(src, dst, per_channel=quantize.startswith("int8-channel"), fp32_logits=logits)
