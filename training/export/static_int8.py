@@ -68,10 +68,11 @@ class _Observer:
         import onnxruntime as ort
 
         model = onnx.load(str(path))  # external weights are read from beside the graph
-        self.names = sorted({n.input[0] for n in weight_products(model.graph)})
         known = {o.name for o in model.graph.output}
-        model.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in self.names)
-        self.names = [n for n in self.names if n not in known]
+        self.names = sorted({n.input[0] for n in weight_products(model.graph)})
+        model.graph.output.extend(
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in self.names if n not in known
+        )
         options = ort.SessionOptions()
         options.log_severity_level = 3
         self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
