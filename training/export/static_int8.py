@@ -143,6 +143,7 @@ def quantize(src: Path, dst: Path, ranges: Ranges, fp32_logits: bool = False) ->
     nodes: list[onnx.NodeProto] = []
     fused_adds: set[int] = set()
     quantized_inputs: dict[str, tuple[str, str, str]] = {}
+    quantized_weights: set[str] = set()
     new_inits: list[onnx.TensorProto] = []
     for node in graph.node:
         if id(node) in fused_adds:
@@ -164,13 +165,16 @@ def quantize(src: Path, dst: Path, ranges: Ranges, fp32_logits: bool = False) ->
             quantized_inputs[a] = names
         q_a, a_scale, a_zero = quantized_inputs[a]
         weight = numpy_helper.to_array(inits[b])
-        q_w, w_scale = quantize_weight(weight)
-        w_names = (f"{node.name}_w8", f"{node.name}_w8_scale", f"{node.name}_w8_zero")
-        new_inits += [
-            numpy_helper.from_array(q_w, w_names[0]),
-            numpy_helper.from_array(w_scale, w_names[1]),
-            numpy_helper.from_array(np.zeros(weight.shape[1], dtype=np.int8), w_names[2]),
-        ]
+        # named as onnxruntime's quantizer names them, which import-bundle reads back
+        w_names = (f"{b}_quantized", f"{b}_scale", f"{b}_zero_point")
+        if b not in quantized_weights:
+            q_w, w_scale = quantize_weight(weight)
+            new_inits += [
+                numpy_helper.from_array(q_w, w_names[0]),
+                numpy_helper.from_array(w_scale, w_names[1]),
+                numpy_helper.from_array(np.zeros(weight.shape[1], dtype=np.int8), w_names[2]),
+            ]
+            quantized_weights.add(b)
         inputs = [q_a, w_names[0], a_scale, w_names[1], a_zero, w_names[2]]
         output = node.output[0]
         add = _bias_add(node, consumers, inits, graph_outputs, weight.shape[1])

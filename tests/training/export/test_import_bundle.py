@@ -76,9 +76,10 @@ def test_other_shapes_untied_output_and_post_norm(tiny_vocab: Path, tmp_path: Pa
         assert torch.equal(imported[name], value), name
 
 
-def test_int8_channel_bundle_imports_within_one_quantization_step(tiny_checkpoint: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("quantize", ["int8-channel", "int8-static"])
+def test_int8_bundle_imports_within_one_quantization_step(tiny_checkpoint: Path, tmp_path: Path, quantize: str) -> None:
     bundle = tmp_path / "int8"
-    export_bundle(tiny_checkpoint, bundle, quantize="int8-channel", tolerance=3.0)
+    export_bundle(tiny_checkpoint, bundle, quantize=quantize, tolerance=10.0, calibration_sentences=32)
     import_bundle(bundle, tmp_path / "imported.pt")
     original, imported = _params(tiny_checkpoint), _params(tmp_path / "imported.pt")
     scales = [
