@@ -184,8 +184,10 @@ def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
     import time
 
     log = tmp_path / "continuous.log"
-    # one running set: every request that arrives while it decodes joins it mid-run
+    # one running set, open to arrivals at every step (not only once it has drained to the CPU's 2): every request
+    # that arrives while it decodes joins it mid-run
     args = ["--bundle", str(real_bundle), "--scheduler", "continuous", "--provider", "cpu", "--inflight-batches", "1"]
+    args += ["--refill-at", "1024"]
     rng = random.Random(3)
     texts = [" ".join(rng.choice(TEXTS).split() * rng.randint(1, 2)) for _ in range(48)]
     with process_server(args, log, env={"MT_THREADS": "1"}) as continuous:
@@ -269,7 +271,7 @@ def test_static_step_server_answers_like_the_default_one(
     and one thread pool for the process (--shared-pool; every static bucket opens a session of its own in it):
     concurrent requests joining running sets mid-run get what the default server gives each alone."""
     args = ["--bundle", str(tiny_static_bundle), "--static-step", "--scheduler", "continuous", "--provider", "cpu"]
-    args += ["--shared-pool"]
+    args += ["--shared-pool", "--inflight-batches", "1", "--refill-at", "1024"]  # arrivals join at every step
     with process_server(args, tmp_path / "static.log", env={"MT_THREADS": "2"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
@@ -277,7 +279,7 @@ def test_static_step_server_answers_like_the_default_one(
             together = list(pool.map(lambda t: translate(static, t)["translations"][0]["text"], texts))
         mid_run = metric(static, "mt_admitted_mid_run_sentences_total")
     assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
-    assert mid_run > 0
+    assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"
     log = (tmp_path / "static.log").read_text()
     assert "static-shape steps" in log and "(one pool for the process)" in log
 
