@@ -43,6 +43,8 @@ Ranges = dict[str, tuple[float, float]]
 def read_sentences(path: str | Path, n: int = CALIBRATION_SENTENCES, seed: int = 0) -> list[str]:
     """``n`` source sentences drawn (seeded) from a TSV (its first column) or a file of one sentence a line."""
     path = Path(path)
+    if n < 1:
+        raise ExportError(f"--calibration-sentences {n}: calibrating needs at least one sentence")
     if not path.is_file():
         raise ExportError(f"calibration file {path} does not exist: give source sentences with --calibration FILE")
     with open(path, encoding="utf-8") as handle:

@@ -107,6 +107,8 @@ def test_calibration_sentences_are_read_from_a_tsv_or_lines_and_sampled(tmp_path
     assert read_sentences(lines) == ["one", "two"]
     with pytest.raises(ExportError, match="does not exist"):
         read_sentences(tmp_path / "missing.tsv")
+    with pytest.raises(ExportError, match="at least one sentence"):
+        read_sentences(lines, n=0)
 
 
 @pytest.fixture(scope="module")
