@@ -106,9 +106,15 @@ def export_bundle(
     mode = "int8" if quantize.startswith("int8") else dtype
     sentences: list[str] = []
     if quantize.startswith("int8-static"):
-        calibration = calibration or config.data.train
         if not calibration:
-            raise ExportError(f"--quantize {quantize} calibrates on real sentences: give them with --calibration FILE")
+            trained_on = config.data.train
+            if not trained_on or not Path(trained_on).is_file():
+                raise ExportError(
+                    f"--quantize {quantize} calibrates on real sentences, by default those of the file the checkpoint "
+                    f"was trained on ({trained_on or 'none recorded'}), which is not here: give them with "
+                    "--calibration FILE"
+                )
+            calibration = trained_on
         sentences = static_int8.read_sentences(calibration, calibration_sentences)
     elif calibration:
         raise ExportError(f"--calibration is for --quantize int8-static*, not {quantize}")

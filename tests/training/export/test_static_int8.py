@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from core.bundle import read_manifest
@@ -127,8 +128,6 @@ def test_int8_static_export_records_its_calibration(static_bundle: Path, tiny_ch
     manifest = read_manifest(static_bundle)
     assert manifest["export"]["quantize"] == "int8-static"
     assert manifest["export"]["calibration"]["sentences"] == 64
-    import torch
-
     trained_on = torch.load(tiny_checkpoint, map_location="cpu", weights_only=False)["config"]["data"]["train"]
     assert manifest["export"]["calibration"]["file"] == Path(trained_on).name
     for role in ("encoder", "decoder"):
@@ -167,6 +166,12 @@ def test_calibration_is_refused_where_it_means_nothing_or_is_missing(tiny_checkp
     with pytest.raises(ExportError, match="does not exist"):
         export_bundle(tiny_checkpoint, tmp_path / "b", quantize="int8-static", calibration=tmp_path / "x.tsv")
     assert not (tmp_path / "b").exists()
+    moved = tmp_path / "moved.pt"  # a checkpoint whose training file is not where it was
+    saved = torch.load(tiny_checkpoint, map_location="cpu", weights_only=False)
+    saved["config"]["data"]["train"] = str(tmp_path / "gone.tsv")
+    torch.save(saved, moved)
+    with pytest.raises(ExportError, match="trained on .*gone.tsv.*--calibration FILE"):
+        export_bundle(moved, tmp_path / "c", quantize="int8-static")
 
 
 def test_export_cli_takes_a_calibration_file(tiny_checkpoint: Path, tmp_path: Path) -> None:
