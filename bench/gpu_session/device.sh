@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine, from the project root (see stage.sh for the order of the runs).
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
+#   device.sh targets         join the parts, install, and measure every #23 / #24 target in one run (~6 min):
+#                             with 15 minutes of device time a session, run this one after part 1
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
@@ -13,23 +15,45 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | measure-engine | measure-server}
+step=${1:?part N | targets | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
+setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
+  cp .gpu/p2/chunk.* /tmp/ortparts/
+  cat /tmp/ortparts/chunk.* > /tmp/ort.tar.xz
+  echo "$(cat .gpu/p2/sha)  /tmp/ort.tar.xz" | sha256sum -c --quiet || { echo "onnxruntime-gpu parts incomplete"; return 3; }
+  mkdir -p /tmp/site && tar -xJf /tmp/ort.tar.xz -C /tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl 2>&1 | grep -v WARNING
+  SP=$(python3 -c "import site; print(site.getsitepackages()[0])")
+  LIBS=$(find "$SP/nvidia" -maxdepth 3 -name lib -type d | paste -sd:)
+  echo "export LD_LIBRARY_PATH=$LIBS:\${LD_LIBRARY_PATH:-}; export PYTHONUNBUFFERED=1; export PYTHONPATH=/tmp/site" > /tmp/gpu-env.sh
+  . /tmp/gpu-env.sh
+  cp -r .gpu/model /tmp/model
+  python3 -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers(); print('onnxruntime', o.__version__)"
+}
 case "$step" in
   part)
     mkdir -p /tmp/ortparts && cp .gpu/p"${2:?N}"/chunk.* /tmp/ortparts/ && ls -la /tmp/ortparts && nvidia-smi -L ;;
+  targets)
+    # Every #23 / #24 target in one run of about 6 minutes (give it timeout_s 540): what a task's 15 minutes of
+    # device time hold after the machine's start and run 1. The measure-* runs below go further, where time is left.
+    setup || exit 3
+    timeout 100 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"
+    # batch 1 ms a sentence, batch 128 tok/s, fp16 against fp32 (speed and identical outputs), CUDA graphs, fused
+    timeout 200 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,128 --sentences 128 --repeats 2 \
+      --systems cuda-fp32,cuda-fp16-static,cuda-fp16w-static,cuda-fp16w-fused-static --out "$OUT/targets" 2>&1 | quiet
+    # the base preset at batch 32 (>= 11,000 tok/s asked)
+    [ -d /tmp/model/base-vocab ] && timeout 90 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab \
+      --input /tmp/model/test.tsv --beams 4 --batch-sizes 32 --max-length 28 --repeats 2 \
+      --systems cuda-fp32,cuda-fp16w-static --out "$OUT/targets-base" 2>&1 | quiet
+    # the server, as shipped and with CUDA graphs, at 64 and 128 clients (>= 450 sentences/s asked)
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
+    timeout 150 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
+      --requests 1024 --deadline 15 --levels 64,128 --servers continuous,continuous:static-step \
+      --out "$OUT/targets-load" 2>&1 | quiet | tail -20
+    rm -f "$OUT"/*.png ;;
   measure-engine)
-    cp .gpu/p2/chunk.* /tmp/ortparts/
-    cat /tmp/ortparts/chunk.* > /tmp/ort.tar.xz
-    echo "$(cat .gpu/p2/sha)  /tmp/ort.tar.xz" | sha256sum -c --quiet || { echo "onnxruntime-gpu parts incomplete"; exit 3; }
-    mkdir -p /tmp/site && tar -xJf /tmp/ort.tar.xz -C /tmp/site
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl 2>&1 | grep -v WARNING
-    SP=$(python3 -c "import site; print(site.getsitepackages()[0])")
-    LIBS=$(find "$SP/nvidia" -maxdepth 3 -name lib -type d | paste -sd:)
-    echo "export LD_LIBRARY_PATH=$LIBS:\${LD_LIBRARY_PATH:-}; export PYTHONUNBUFFERED=1; export PYTHONPATH=/tmp/site" > /tmp/gpu-env.sh
-    . /tmp/gpu-env.sh
-    cp -r .gpu/model /tmp/model
-    python3 -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers(); print('onnxruntime', o.__version__)" || exit 3
+    setup || exit 3
     timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"
     S=cuda-fp32,cuda-fp16w,cuda-fp16w-fused,cuda-fp16w-static,cuda-fp16w-fused-static,cuda-fp16w-static-nograph
     timeout 360 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \

@@ -11,6 +11,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from bench.gpu_session.thin_wheel import MAGIC, thin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,3 +81,53 @@ def test_node_placements_are_read_from_the_verbose_log() -> None:
     assert nodes["CUDAExecutionProvider"] == ["MatMul (/a/MatMul)", "Add (/a/Add)"]
     single = f"{prefix}  All nodes placed on [CPUExecutionProvider]. Number of nodes: 109"
     assert placements(single) == ({"CPUExecutionProvider": 109}, {"CPUExecutionProvider": []})
+
+
+def device_commands(step: str) -> list[list[str]]:
+    """The ``python3 -m bench`` command lines of one step of device.sh, continuation lines joined, ``$OUT``
+    standing for a folder, the pipes after them cut off."""
+    import shlex
+
+    text = (ROOT / "bench" / "gpu_session" / "device.sh").read_text(encoding="utf-8").replace("\\\n", " ")
+    body = text.split(f"\n  {step})\n", 1)[1].split(";;", 1)[0]
+    commands = []
+    for line in body.splitlines():
+        if "python3 -m bench " not in line:
+            continue
+        command = line[line.index("python3 -m bench ") :].split("2>&1")[0].replace('"$OUT', '"/tmp/out')
+        commands.append(shlex.split(command)[3:])
+    return commands
+
+
+def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """device.sh targets is the one run a 15-minute device session has room for: each of its bench commands must
+    parse as written (a typo there would cost the whole session), and together they must cover the targets."""
+    import argparse
+    import importlib
+
+    from bench.__main__ import COMMANDS
+
+    class Parsed(Exception):
+        pass
+
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_only(self: argparse.ArgumentParser, args: object = None, namespace: object = None) -> object:
+        original(self, args, namespace)  # type: ignore[arg-type]  # exits with status 2 on unknown arguments
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    commands = device_commands("targets")
+    for words in commands:
+        with pytest.raises(Parsed):
+            importlib.import_module(COMMANDS[words[0]]).main(words[1:])
+    gpu = [w for w in commands if w[0] == "gpu"]
+    systems = {s for w in gpu for s in w[w.index("--systems") + 1].split(",")}
+    assert {"cuda-fp32", "cuda-fp16-static", "cuda-fp16w-static"} <= systems  # fp16 against fp32, CUDA graphs
+    assert any("1" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 1 ms a sentence
+    assert any("128" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 128 tok/s
+    assert any("--random" in w and w[w.index("--random") + 1] == "base" for w in gpu)  # the base preset
+    load = [w for w in commands if w[0] == "load"]
+    assert load and {"64", "128"} <= set(load[0][load[0].index("--levels") + 1].split(","))  # the server target
