@@ -65,6 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         "version": manifest["version"],
         "files": {name: entry["bytes"] for name, entry in manifest["files"].items()},
         "parity": manifest["export"]["parity"],
+        **({"calibration": manifest["export"]["calibration"]} if "calibration" in manifest["export"] else {}),
     }
     print(json.dumps(summary, indent=2))
     return 0

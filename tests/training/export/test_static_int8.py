@@ -174,7 +174,9 @@ def test_calibration_is_refused_where_it_means_nothing_or_is_missing(tiny_checkp
         export_bundle(moved, tmp_path / "c", quantize="int8-static")
 
 
-def test_export_cli_takes_a_calibration_file(tiny_checkpoint: Path, tmp_path: Path) -> None:
+def test_export_cli_takes_a_calibration_file(
+    tiny_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from training.cli import main
 
     calibration = tmp_path / "calibration.txt"
@@ -182,6 +184,7 @@ def test_export_cli_takes_a_calibration_file(tiny_checkpoint: Path, tmp_path: Pa
     out = tmp_path / "bundle"
     args = ["export", str(tiny_checkpoint), str(out), "--quantize", "int8-static-fp32-logits"]
     assert main([*args, "--calibration", str(calibration), "--tolerance", "10"]) == 0
+    assert json.loads(capsys.readouterr().out)["calibration"] == {"file": "calibration.txt", "sentences": 20}
     export = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["export"]
     assert export["calibration"] == {"file": "calibration.txt", "sentences": 20}
     decoder = onnx.load(str(out / "decoder.onnx")).graph
