@@ -179,9 +179,9 @@ def quantize(src: Path, dst: Path, ranges: Ranges, fp32_logits: bool = False) ->
             quantized_weights.add(b)
         inputs = [q_a, w_names[0], a_scale, w_names[1], a_zero, w_names[2]]
         output = node.output[0]
-        add = _bias_add(node, consumers, inits, graph_outputs, weight.shape[1])
-        if add is not None:
-            bias = next(i for i in add.input if i != output)
+        fused = _bias_add(node, consumers, inits, graph_outputs, weight.shape[1])
+        if fused is not None:
+            add, bias = fused
             inputs.append(bias)
             output = add.output[0]
             fused_adds.add(id(add))
@@ -192,8 +192,9 @@ def quantize(src: Path, dst: Path, ranges: Ranges, fp32_logits: bool = False) ->
     graph.node.extend(nodes)
     graph.initializer.extend(new_inits)
     used = {name for node in graph.node for name in node.input}
-    for init in [t for t in graph.initializer if t.name not in used]:
-        graph.initializer.remove(init)
+    kept = [t for t in graph.initializer if t.name in used]  # the float weights now quantized are dropped
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
     if not any(op.domain == "com.microsoft" for op in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.save(model, str(dst))
@@ -222,8 +223,9 @@ def _bias_add(
     inits: dict[str, onnx.TensorProto],
     graph_outputs: set[str],
     columns: int,
-) -> onnx.NodeProto | None:
-    """The Add of a constant bias that is the product's only reader, if it is one (fused into the product)."""
+) -> tuple[onnx.NodeProto, str] | None:
+    """The Add of a constant bias that is the product's only reader, and the bias's name, if there is one (it is
+    fused into the product)."""
     output = node.output[0]
     readers = consumers.get(output, [])
     if output in graph_outputs or len(readers) != 1 or readers[0].op_type != "Add":
@@ -233,4 +235,4 @@ def _bias_add(
     if len(other) != 1 or other[0] not in inits:
         return None
     bias = inits[other[0]]
-    return add if bias.data_type == TensorProto.FLOAT and list(bias.dims) == [columns] else None
+    return (add, other[0]) if bias.data_type == TensorProto.FLOAT and list(bias.dims) == [columns] else None
