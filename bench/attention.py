@@ -88,7 +88,7 @@ def step_inputs(manifest: dict[str, Any], batch: int, beam: int, rng: np.random.
         "tokens": rng.integers(4, arch["vocab_size"], (batch, beam)),
         "positions": rng.integers(1, cached + 1, batch),  # sentences at different steps: the cache mask works
         "reorder": rng.permutation(rows).astype(np.int64),
-        "k": np.array(2 * beam, dtype=np.int64),
+        "k": np.array([2 * beam], dtype=np.int64),
         "src_mask": np.zeros((batch, source), dtype=bool),
     }
     for i in range(layers):

@@ -368,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"raw engine at its best batch ({best_batch}): {best_rate:.1f} sent/s", flush=True)
     results: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--provider", args.provider, "--log-level", "warning"]
@@ -378,34 +379,39 @@ def main(argv: list[str] | None = None) -> int:
                 flags += ["--bundles", ",".join([args.bundle, *args.also_serve])]
             results[name] = []
             log_path = Path(tmp) / f"{name}.log"
-            with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
-                for clients in levels:
-                    level = run_loop(
-                        closed_loop(
-                            server.url,
-                            sentences,
-                            clients,
-                            args.requests,
-                            args.beam,
-                            args.deadline,
-                            server.pid,
-                            whole=args.mixed,
+            try:  # a server that cannot start (or dies) is reported, and the next one still measured
+                with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
+                    for clients in levels:
+                        level = run_loop(
+                            closed_loop(
+                                server.url,
+                                sentences,
+                                clients,
+                                args.requests,
+                                args.beam,
+                                args.deadline,
+                                server.pid,
+                                whole=args.mixed,
+                            )
                         )
-                    )
-                    batch = max(1, round(level["mean_batch"]))
-                    level["engine_batch"] = batch
-                    level["engine_sentences_per_s"] = engine_rate(engine, ids, batch, args.beam, args.requests)
-                    level["server_over_engine"] = level["sentences_per_s"] / level["engine_sentences_per_s"]
-                    level["server_over_best_engine"] = level["sentences_per_s"] / best_rate
-                    results[name].append(level)
-                    print(
-                        f"{name}, {clients:>3} clients: {level['sentences_per_s']:6.1f} sent/s, "
-                        f"p50 {level['p50_ms']:.0f} ms, p95 {level['p95_ms']:.0f} ms, p99 {level['p99_ms']:.0f} ms, "
-                        f"mean batch {level['mean_batch']:.1f}, engine at that batch "
-                        f"{level['engine_sentences_per_s']:.1f} sent/s (x{level['server_over_engine']:.2f}), "
-                        f"failures {level['failures'] or 0}",
-                        flush=True,
-                    )
+                        batch = max(1, round(level["mean_batch"]))
+                        level["engine_batch"] = batch
+                        level["engine_sentences_per_s"] = engine_rate(engine, ids, batch, args.beam, args.requests)
+                        level["server_over_engine"] = level["sentences_per_s"] / level["engine_sentences_per_s"]
+                        level["server_over_best_engine"] = level["sentences_per_s"] / best_rate
+                        results[name].append(level)
+                        print(
+                            f"{name}, {clients:>3} clients: {level['sentences_per_s']:6.1f} sent/s, "
+                            f"p50 {level['p50_ms']:.0f} ms, p95 {level['p95_ms']:.0f} ms, "
+                            f"p99 {level['p99_ms']:.0f} ms, "
+                            f"mean batch {level['mean_batch']:.1f}, engine at that batch "
+                            f"{level['engine_sentences_per_s']:.1f} sent/s (x{level['server_over_engine']:.2f}), "
+                            f"failures {level['failures'] or 0}",
+                            flush=True,
+                        )
+            except RuntimeError as err:  # testkit.server: the server exited or never answered
+                failed[name] = str(err)[-1500:]
+                print(f"{name} failed: {failed[name]}", flush=True)
     manifest = engine.manifest
     if args.fake_gpu:
         bundle_text, model_text = "the fake engine with H100-like step costs", str(manifest.get("fake"))
@@ -430,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_best_sentences_per_s": best_rate,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
+        "failed": failed,
     }
     table = [
         "| server | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
@@ -529,6 +536,10 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *worker_table,
             *([f"![load]({report_path(out, '.png').name})", ""] if has_plot else []),
+            *[
+                f"{name} could not be measured: `{error.splitlines()[-1] if error else ''}`\n"
+                for name, error in failed.items()
+            ],
         ]
     )
     print()

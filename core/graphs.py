@@ -98,7 +98,7 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
             TensorSpec("tokens", "int64", ("batch", "hyps")),
             TensorSpec("positions", "int64", ("batch",)),
             TensorSpec("reorder", "int64", ("rows",)),
-            TensorSpec("k", "int64", ()),
+            TensorSpec("k", "int64", (1,)),
         ]
         fixed_out = [
             TensorSpec("topk_logprobs", "float32", ("batch", "hyps", "k")),

@@ -160,7 +160,7 @@ class DeviceState:
             "tokens": tokens,
             "positions": positions,
             "reorder": reorder,
-            "k": np.array(k, dtype=np.int64),
+            "k": np.full(engine.k_shape, k, dtype=np.int64),
             **dict(zip(engine.memory_names, self.memory, strict=True)),
             **dict(zip(engine.past_names, self.cache, strict=True)),
         }
@@ -320,6 +320,10 @@ class Engine:
         self.present_names = cache_names("present", layers)
         past_type = next(i.type for i in sessions["decoder"].get_inputs() if i.name == self.past_names[0])
         self.float_type = _FLOAT_TYPES[past_type]
+        k_input = next(i for i in sessions["decoder"].get_inputs() if i.name == "k")
+        self.k_shape: tuple[int, ...] = (1,) if len(k_input.shape) == 1 else ()
+        """How the decoders take ``k``: a 1-element vector, or a scalar in bundles exported before 2026-11-26
+        (training/export/trace.py ``k_on_the_host``)."""
         specials = manifest["special_ids"]
         self.pad_id, self.bos_id, self.eos_id = specials["pad"], specials["bos"], specials["eos"]
         self.threads, self.spinning, self.providers = 0, False, [self.provider]

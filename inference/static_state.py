@@ -187,7 +187,7 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
     binding.bind_ortvalue_input("tokens", buffers.tokens._ortvalue)
     binding.bind_ortvalue_input("positions", buffers.positions._ortvalue)
     binding.bind_ortvalue_input("reorder", buffers.reorder._ortvalue)
-    k_value = np.array(k, dtype=np.int64)  # TopK reads k on the host, on CUDA too
+    k_value = np.full(engine.k_shape, k, dtype=np.int64)  # TopK reads k on the host, on CUDA too
     binding.bind_input("k", k_value)
     for name, value in zip(engine.memory_names, buffers.memory, strict=True):
         binding.bind_ortvalue_input(name, value._ortvalue)

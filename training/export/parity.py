@@ -134,7 +134,7 @@ def compare(
                     "reorder": reorder,
                     "src_mask": src_mask,
                     **cross_in,
-                    "k": np.array(k, dtype=np.int64),
+                    "k": np.array([k], dtype=np.int64),
                     **dict(zip(cache_in, cache, strict=True)),
                 },
             )

@@ -82,11 +82,47 @@ def trace_graphs(
         contract = spec(role, model)
         path = directory / GRAPH_FILES[role]
         trace_module(module, example, path, contract.input_names, contract.output_names, contract.dynamic_axes, opset)
+        graph = onnx.load(str(path))
+        if role != "encoder":
+            k_on_the_host(graph)
         if fused:
-            graph = onnx.load(str(path))
             drop_unused_outputs(graph)
             fuse_skip_layer_norm(graph)
-            onnx.save(graph, str(path))
+        onnx.save(graph, str(path))
+
+
+def k_on_the_host(model: onnx.ModelProto) -> None:
+    """The decoder's ``k`` input made the 1-element vector that TopK reads, instead of a scalar reshaped in the
+    graph. onnxruntime's CUDA TopK reads ``k`` on the host, and its provider runs that Reshape on the GPU: the
+    step then copied ``k`` to the device and back (a MemcpyToHost node and a stream sync per step), and a graph
+    with a Memcpy node cannot be captured as a CUDA graph (measured on an H200 with onnxruntime 1.31: "cannot use
+    the graph capture feature ... all compute graph nodes have not been partitioned to the
+    CUDAExecutionProvider"). The engine feeds ``k`` in the shape the graph declares, so older bundles (a scalar
+    ``k``) still load."""
+    graph = model.graph
+    (k_input,) = [i for i in graph.input if i.name == "k"]
+    producers = {out: node for node in graph.node for out in node.output}
+    rewired = 0
+    for node in graph.node:
+        if node.op_type != "TopK":
+            continue
+        reshape = producers.get(node.input[1])
+        if reshape is None or reshape.op_type not in ("Reshape", "Unsqueeze") or reshape.input[0] != "k":
+            raise ValueError(f"TopK {node.name} reads k through {reshape.op_type if reshape else 'nothing'}")
+        node.input[1] = "k"
+        rewired += 1
+    if rewired != 1:
+        raise ValueError(f"expected one TopK reading k, found {rewired}")
+    while True:  # the Reshape left without readers, and the shape constant it read
+        used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        dead = [n for n in graph.node if n.op_type in ("Reshape", "Unsqueeze", "Constant") and n.output[0] not in used]
+        if not dead:
+            break
+        for node in dead:
+            graph.node.remove(node)
+    dims = k_input.type.tensor_type.shape
+    del dims.dim[:]
+    dims.dim.add().dim_value = 1
 
 
 def write_graphs(

@@ -53,7 +53,7 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
             assert dec["inputs"][f"past_{kv}_{i}"]["shape"] == ["past_rows", heads, "step", d_head]
             assert dec["outputs"][f"present_{kv}_{i}"]["shape"] == ["rows", heads, "step_plus_1", d_head]
     assert f"past_k_{layers}" not in dec["inputs"] and "past_k" not in dec["inputs"] and "cross_k" not in dec["inputs"]
-    assert dec["inputs"]["k"] == {"dtype": "int64", "shape": []}
+    assert dec["inputs"]["k"] == {"dtype": "int64", "shape": [1]}
     assert dec["inputs"]["positions"] == {"dtype": "int64", "shape": ["batch"]}
     for role in GRAPHS:  # what the export wrote is the contract core/graphs.py states, in its order
         spec = graph_spec(role, layers, heads, d_head)
@@ -77,7 +77,7 @@ def test_graph_contract_and_dynamic_axes(tiny_bundle: Path) -> None:
             "reorder": np.zeros(5, dtype=np.int64),
             "src_mask": mask,
             **dict(zip(cache_names("cross", layers), cross, strict=True)),
-            "k": np.array(7, dtype=np.int64),
+            "k": np.array([7], dtype=np.int64),
         },
     )
     assert lp.shape == ids.shape == (1, 5, 7) and lp.dtype == np.float32

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.bundle import BundleError, graph_files, read_manifest
+from core.bundle import BundleError, graph_files, read_manifest, sha256_file
 from core.graphs import GRAPHS
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError, choose_graphs
@@ -183,3 +183,56 @@ def test_each_set_stores_a_weight_once(tiny_static_bundle: Path) -> None:
             assert places["static_decoder"] <= places["decoder"] | places["encoder"]
         stored = sum(int(length) for _, length in set().union(*places.values()))
         assert stored <= manifest["files"][f"{prefix}weights.bin"]["bytes"]
+
+
+@pytest.mark.parametrize("fixture", ["tiny_static_bundle", "tiny_fused_bundle"])
+def test_top_k_reads_k_as_fed_so_no_step_copies_it_back_to_the_host(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """onnxruntime's CUDA TopK reads k on the host: any node between the input and TopK runs on the GPU and adds a
+    MemcpyToHost (and a stream sync) to every step, which also makes the step impossible to capture as a CUDA
+    graph. So every decoder's TopK must read the graph input itself, a 1-element vector."""
+    import onnx
+
+    bundle: Path = request.getfixturevalue(fixture)
+    for name in ("decoder.onnx", "cuda/decoder.onnx", "cuda/static_decoder.onnx"):
+        graph = onnx.load(str(bundle / name), load_external_data=False).graph
+        (k,) = [i for i in graph.input if i.name == "k"]
+        assert [d.dim_value for d in k.type.tensor_type.shape.dim] == [1], name
+        (top_k,) = [n for n in graph.node if n.op_type == "TopK"]
+        assert top_k.input[1] == "k", name
+        assert [n.op_type for n in graph.node if "k" in n.input] == ["TopK"], name
+
+
+def test_bundles_whose_decoder_takes_a_scalar_k_still_translate(tiny_bundle: Path, tmp_path: Path) -> None:
+    """Bundles exported before k became a vector (the shipped ones among them) feed TopK through a Reshape: the
+    engine feeds k in the shape each graph declares, and translates them as before."""
+    import shutil
+
+    import onnx
+    from onnx import helper
+
+    old = tmp_path / "old"
+    shutil.copytree(tiny_bundle, old)
+    model = onnx.load(str(old / "decoder.onnx"), load_external_data=False)
+    graph = model.graph
+    (k,) = [i for i in graph.input if i.name == "k"]
+    del k.type.tensor_type.shape.dim[:]  # the scalar of the earlier exports
+    graph.initializer.append(helper.make_tensor("k_shape", onnx.TensorProto.INT64, [1], [1]))
+    (top_k,) = [n for n in graph.node if n.op_type == "TopK"]
+    top_k.input[1] = "k_vector"
+    graph.node.insert(0, helper.make_node("Reshape", ["k", "k_shape"], ["k_vector"]))
+    onnx.save(model, str(old / "decoder.onnx"))
+    manifest = read_manifest(old, verify=False)
+    entry = manifest["files"]["decoder.onnx"]
+    entry["bytes"], entry["sha256"] = (old / "decoder.onnx").stat().st_size, sha256_file(old / "decoder.onnx")
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    texts = [source for source, _ in make_pairs(6, seed=5)]
+    options = DecodeOptions(beam_size=3, max_length=24)
+    engine = Engine.load(old, provider="cpu")
+    assert engine.k_shape == ()
+    expected = Engine.load(tiny_bundle, provider="cpu")
+    assert expected.k_shape == (1,)
+    assert [t.best.text for t in engine.translate(texts, options)] == [
+        t.best.text for t in expected.translate(texts, options)
+    ]
