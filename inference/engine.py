@@ -34,6 +34,7 @@ from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
+from inference.capture import GATE
 from inference.sampling import sample
 from inference.static_state import BufferPool, StaticState
 from inference.threads import session_options, share_pool, shared_pool_size
@@ -152,7 +153,8 @@ class DeviceState:
         if self.cache is None or self.cached == 0:
             arch = engine.manifest["architecture"]
             shape = [int(reorder.max()) + 1, arch["n_heads"], 0, arch["d_head"]]
-            empty = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *engine.device)._ortvalue
+            with GATE.shared():
+                empty = ort.OrtValue.ortvalue_from_shape_and_type(shape, engine.float_type, *engine.device)._ortvalue
             self.cache, self.cached = [empty] * len(engine.past_names), 0
         else:
             self._trim(int(positions.max()))
@@ -401,7 +403,8 @@ class Engine:
         for role in (*GRAPHS, *(("place",) if static_step else ())):
             path = bundle / files[role]
             try:
-                session = ort.InferenceSession(str(path), options, providers=providers)
+                with GATE.shared():  # the weights' upload would break another engine's graph capture
+                    session = ort.InferenceSession(str(path), options, providers=providers)
             except Exception as err:  # onnxruntime's own exception types
                 raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
             _check_names(path, role, session, int(manifest["architecture"]["decoder_layers"]))
@@ -464,8 +467,9 @@ class Engine:
             binding.bind_output(name, self.cpu_device if i < cpu else self.c_device)
         for name, value in (bound or {}).items():
             binding.bind_ortvalue_output(name, value)
-        self.raw_sessions[role].run_with_iobinding(binding, None)
-        values = binding.get_outputs()
+        with GATE.shared():  # out of the way of a CUDA graph capture (inference/capture.py)
+            self.raw_sessions[role].run_with_iobinding(binding, None)
+            values = binding.get_outputs()
         return [values[i] for i in range(len(outputs))]
 
     def session_options(self) -> ort.SessionOptions:

@@ -37,6 +37,8 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
+from inference.capture import GATE
+
 if TYPE_CHECKING:
     from inference.engine import Engine
 
@@ -46,6 +48,10 @@ MIN_HYPS = 4
 MIN_WIDTH = 16
 MIN_COLUMNS = 32
 """Most sentences end within 32 tokens; longer ones move their set to 64, 128, 256 columns."""
+CAPTURE_RUNS = 3
+"""onnxruntime's CUDA provider runs a graph id twice as usual (allocating what the graph needs) and captures it on
+the third run, per thread (its per-thread context holds the graphs): those runs of a binding on a thread enter
+the process's capture gate exclusive (inference/capture.py), the later ones, replays, shared."""
 
 
 def bucket(n: int, least: int = 1) -> int:
@@ -110,6 +116,8 @@ class _Binding:
     run_options: Any
     outputs: tuple[Any, Any, Any]  # top-k log-probs, top-k ids, attention: device OrtValues
     k: np.ndarray  # the bound k, kept alive
+    runs: dict[int, int] = field(default_factory=dict)
+    """runs so far per thread (``threading.get_ident``): which runs may capture (``CAPTURE_RUNS``)"""
 
 
 @dataclass
@@ -281,14 +289,19 @@ class StaticState:
         fresh = np.repeat(positions == 0, hyps)  # a new sentence reads no cached column: any row does
         source[fresh] = rows[fresh]
         order[rows] = source
-        buffers.tokens.update_inplace(grid)
-        buffers.positions.update_inplace(at)
-        buffers.reorder.update_inplace(order)
         graph_k = min(bucket(k), engine.vocab_size)
-        bound = _binding(engine, buffers, graph_k, self._parity)
-        with buffers.session.run_lock:
+        with GATE.shared():
+            buffers.tokens.update_inplace(grid)
+            buffers.positions.update_inplace(at)
+            buffers.reorder.update_inplace(order)
+            bound = _binding(engine, buffers, graph_k, self._parity)
+        thread = threading.get_ident()
+        runs = bound.runs.get(thread, 0)
+        capturing = engine.cuda_graph and runs < CAPTURE_RUNS
+        with GATE.exclusive() if capturing else GATE.shared(), buffers.session.run_lock:
             buffers.session.raw.run_with_iobinding(bound.binding, bound.run_options)
             top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+        bound.runs[thread] = runs + 1
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
         return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], attention[slots, :hyps]
 
@@ -301,8 +314,9 @@ class StaticState:
     def _resize(self, dims: Dims) -> None:
         """Move the state to buffers of ``dims`` (at least as large on every axis), through the host."""
         engine, old = self.engine, self.buffers
-        new = engine.static_pool.acquire(dims)
-        self._copy_state(old, new)
+        with GATE.shared():  # a session opened, device buffers allocated and filled
+            new = engine.static_pool.acquire(dims)
+            self._copy_state(old, new)
         self.buffers = new
         if old is not None:
             engine.static_pool.release(old)

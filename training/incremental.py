@@ -11,6 +11,7 @@ computes; the tensor contract is in docs/bundle.md.
 from __future__ import annotations
 
 import functools
+import math
 from typing import cast
 
 import torch
@@ -224,9 +225,15 @@ class DecoderStep(nn.Module):
 
             def fused_cross_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.cross_attn) -> Tensor:
                 q = _linear(h, attn.q_proj).reshape(batch, -1, d_model)
-                out, scores = KeyMaskedAttention.apply(q, cross[2 * i], cross[2 * i + 1], keep, heads)
+                out, _ = KeyMaskedAttention.apply(q, cross[2 * i], cross[2 * i + 1], keep, heads)
                 if i == self.attention_layer:
-                    attention.append(scores.softmax(dim=-1).mean(dim=1))
+                    # The reported weights from the model's own operators, not from the kernel's scores output:
+                    # onnxruntime's CUDA MultiHeadAttention returns other scores there than its CPU kernel
+                    # (measured on an H200, onnxruntime 1.31: the same tokens, attention rows far apart).
+                    # One layer's query-key product a step: a small cost.
+                    heads_q = q.reshape(batch, -1, heads, d_head).transpose(1, 2)
+                    scores = heads_q @ cross[2 * i].transpose(-2, -1) / math.sqrt(d_head)
+                    attention.append(scores.masked_fill(memory_mask, float("-inf")).softmax(dim=-1).mean(dim=1))
                 return _linear(out.reshape(-1, d_model), attn.out_proj)
 
             if self.fused:

@@ -1,0 +1,168 @@
+"""The capture gate (inference/capture.py): a CUDA graph capture runs with no other device work in the process.
+
+No GPU here: the gate is checked on its own with threads, and on the engine with static steps whose engine is told
+it captures (``cuda_graph``; the CPU provider ignores the capture options), so the runs that would capture on a GPU
+are the ones that enter exclusive."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from core.translation import DecodeOptions
+from inference import capture
+from inference.capture import CaptureGate
+from inference.engine import Engine
+from inference.static_state import CAPTURE_RUNS
+from testkit.synthetic import make_pairs
+
+
+class Witness:
+    """Who is inside the gate, checked at every entry: never a capture beside anything else."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.shared: set[int] = set()
+        self.exclusive: set[int] = set()
+        self.violations: list[str] = []
+
+    def enter(self, kind: str) -> None:
+        me = threading.get_ident()
+        with self.lock:
+            others_shared = self.shared - {me}
+            if kind == "exclusive" and (others_shared or self.exclusive):
+                self.violations.append(f"capture beside {len(others_shared)} shared, {len(self.exclusive)} captures")
+            if kind == "shared" and self.exclusive - {me}:
+                self.violations.append("shared work during another thread's capture")
+            (self.exclusive if kind == "exclusive" else self.shared).add(me)
+
+    def leave(self, kind: str) -> None:
+        with self.lock:
+            (self.exclusive if kind == "exclusive" else self.shared).discard(threading.get_ident())
+
+
+def test_a_capture_waits_for_shared_work_and_holds_new_work_back() -> None:
+    gate = CaptureGate()
+    inside, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def worker() -> None:
+        with gate.shared():
+            inside.set()
+            release.wait(5)
+            order.append("shared done")
+
+    def capturer() -> None:
+        with gate.exclusive():
+            order.append("capture")
+
+    def late() -> None:
+        with gate.shared():
+            order.append("late shared")
+
+    a = threading.Thread(target=worker)
+    a.start()
+    assert inside.wait(5)
+    b = threading.Thread(target=capturer)
+    b.start()
+    time.sleep(0.1)
+    c = threading.Thread(target=late)  # arrives while the capture waits: goes after it
+    c.start()
+    time.sleep(0.1)
+    assert order == []
+    release.set()
+    for t in (a, b, c):
+        t.join(5)
+    assert order == ["shared done", "capture", "late shared"]
+    assert gate.captures == 1
+
+
+def test_nested_entries_and_two_threads_upgrading_at_once_do_not_deadlock() -> None:
+    gate = CaptureGate()
+    both_inside = threading.Barrier(2, timeout=5)
+    done: list[int] = []
+
+    def upgrade(n: int) -> None:
+        with gate.shared(), gate.shared():
+            both_inside.wait()  # both hold shared, then both ask to capture
+            with gate.exclusive(), gate.shared(), gate.exclusive():  # nested in its own capture: no wait
+                done.append(n)
+            with gate.shared():
+                pass
+
+    threads = [threading.Thread(target=upgrade, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert sorted(done) == [0, 1] and gate.captures == 2
+
+
+def test_under_load_no_capture_ever_runs_beside_other_work() -> None:
+    gate, witness = CaptureGate(), Witness()
+
+    def entered(kind: str) -> None:
+        witness.enter(kind)
+        time.sleep(random.random() / 2000)
+        witness.leave(kind)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(200):
+            if rng.random() < 0.1:
+                with gate.shared():  # a capture asked for from inside shared work, as a running set's step does
+                    entered("shared")
+                    with gate.exclusive():
+                        entered("exclusive")
+            else:
+                with gate.shared():
+                    entered("shared")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(worker, range(6)))
+    assert witness.violations == []
+    assert gate.captures > 0
+
+
+@pytest.fixture()
+def capturing_engine(tiny_static_bundle: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """Static steps told that they capture (what ``cuda_graph`` does on CUDA), with a fresh gate to count on."""
+    gate = CaptureGate()
+    monkeypatch.setattr(capture, "GATE", gate)
+    monkeypatch.setattr("inference.static_state.GATE", gate)
+    monkeypatch.setattr("inference.engine.GATE", gate)
+    engine = Engine.load(tiny_static_bundle, provider="cpu", static_step=True)
+    engine.cuda_graph = True
+    return engine
+
+
+def test_the_runs_that_capture_are_exclusive_once_per_binding_and_thread(capturing_engine: Engine) -> None:
+    from inference import static_state
+
+    gate = static_state.GATE
+    texts = [source for source, _ in make_pairs(5, seed=3)]
+    options = DecodeOptions(beam_size=3, max_length=20)
+    first = [t.best.text for t in capturing_engine.translate(texts, options)]
+    bindings = sum(len(b.bindings) for free in capturing_engine.static_pool._free.values() for b in free)
+    assert bindings >= 2 and gate.captures == CAPTURE_RUNS * bindings
+    assert [t.best.text for t in capturing_engine.translate(texts, options)] == first
+    assert gate.captures == CAPTURE_RUNS * bindings  # replays: the same thread captured these already
+    with ThreadPoolExecutor(1) as other:  # onnxruntime keeps graphs per thread: another thread captures again
+        assert [t.best.text for t in other.submit(capturing_engine.translate, texts, options).result()] == first
+    assert gate.captures == 2 * CAPTURE_RUNS * bindings
+
+
+def test_running_sets_in_several_threads_translate_as_one_thread_does(capturing_engine: Engine) -> None:
+    texts = [source for source, _ in make_pairs(24, seed=8)]
+    options = DecodeOptions(beam_size=2, max_length=20)
+    batches = [texts[i : i + 6] for i in range(0, 24, 6)]
+    one_thread = [[t.best.text for t in capturing_engine.translate(batch, options)] for batch in batches]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda batch: capturing_engine.translate(batch, options), batches))
+    assert [[t.best.text for t in batch] for batch in results] == one_thread
