@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.graphs import GRAPHS, STATIC_GRAPHS
+from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "transformer-nmt-bundle"
@@ -24,7 +24,7 @@ position per sentence (sentences admitted between steps share the running set) a
 A bundle of an earlier format is upgraded with `python -m training import-bundle` then `export`
 (docs/bundle.md)."""
 
-GRAPH_FILES = {role: f"{role}.onnx" for role in GRAPHS + STATIC_GRAPHS}
+GRAPH_FILES = {role: f"{role}.onnx" for role in GRAPHS + STATIC_GRAPHS + STATIC_EXTRAS}
 ENCODER_FILE, DECODER_FILE = GRAPH_FILES["encoder"], GRAPH_FILES["decoder"]
 
 
@@ -153,7 +153,7 @@ def graph_files(manifest: dict[str, Any], variant: str | None = None) -> dict[st
     """Each graph role's file: the bundle's main graphs, or those of ``variant`` (e.g. "cuda"); the optional
     static-shape graphs (core/graphs.py ``STATIC_GRAPHS``) only where the set has them."""
     graphs = manifest["graphs"] if variant is None else manifest["variants"][variant]["graphs"]
-    roles = [*GRAPHS, *(role for role in STATIC_GRAPHS if role in graphs)]
+    roles = [*GRAPHS, *(role for role in STATIC_GRAPHS + STATIC_EXTRAS if role in graphs)]
     return {role: str(graphs[role]["file"]) for role in roles}
 
 

@@ -28,6 +28,14 @@ cache of fixed width (the oldest column dropped as the new one is appended), so 
 set has the same shapes and a GPU can replay it as one captured CUDA graph; place writes new sentences' memory
 into given rows (slots) of a fixed-size memory, padded to its source width."""
 
+STATIC_EXTRAS = ("grow", "compact")
+"""Written beside ``STATIC_GRAPHS`` by exports since 2026-11-26, optional to the engine. grow copies a static
+running set's state into the buffers of a larger bucket on the device (padding: masked source positions for the
+running sentences, free slots, empty cache columns on the left); without it the engine moves the state through
+the host. compact copies the slots still running into a smaller bucket's buffers (``slot_index``: the old slot of
+each new one; ``row_index``: the old cache row of each new one), so that a set whose sentences finished stops
+computing their free slots; without it the set keeps its size."""
+
 
 def cache_names(prefix: str, layers: int) -> list[str]:
     """Per-layer key/value tensors: ``prefix`` "past" (decoder inputs) or "present" (decoder outputs), each
@@ -117,6 +125,32 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         new = [TensorSpec(t.name, t.dtype, tuple("new_src_len" if s == "src_len" else s for s in t.shape)) for t in new]
         placed = [TensorSpec("placed_" + t.name, t.dtype, t.shape) for t in memory]
         return GraphSpec(role, (*memory, *new, TensorSpec("slots", "int64", ("new_batch",))), tuple(placed))
+    if role == "grow":
+        past = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
+        pads = [
+            TensorSpec("mask_width_pads", "int64", (4,)),
+            TensorSpec("mask_slot_pads", "int64", (4,)),
+            TensorSpec("memory_pads", "int64", (8,)),
+            TensorSpec("cache_split", "int64", (5,)),
+            TensorSpec("cache_pads", "int64", (10,)),
+            TensorSpec("cache_merge", "int64", (4,)),
+        ]
+        grown = [
+            TensorSpec(
+                "grown_" + t.name,
+                t.dtype,
+                tuple("grown_" + str(s) if s in ("batch", "src_len") else s for s in t.shape),
+            )
+            for t in memory
+        ]
+        grown += [TensorSpec("grown_" + t.name, FLOAT, ("grown_rows", heads, "grown_steps", d_head)) for t in past]
+        return GraphSpec(role, (*memory, *past, *pads), tuple(grown))
+    if role == "compact":
+        past = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
+        index = [TensorSpec("slot_index", "int64", ("kept",)), TensorSpec("row_index", "int64", ("kept_rows",))]
+        kept = [TensorSpec("compact_" + t.name, t.dtype, ("kept", *t.shape[1:])) for t in memory]
+        kept += [TensorSpec("compact_" + t.name, FLOAT, ("kept_rows", *t.shape[1:])) for t in past]
+        return GraphSpec(role, (*memory, *past, *index), tuple(kept))
     if role == "select":
         kept = [TensorSpec("kept_" + t.name, t.dtype, ("kept", *t.shape[1:])) for t in memory]
         return GraphSpec(role, (*memory, TensorSpec("keep", "int64", ("kept",))), tuple(kept))
@@ -140,4 +174,4 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         ]
         trimmed += [TensorSpec("trimmed_" + t.name, FLOAT, ("rows", heads, "kept_steps", d_head)) for t in past]
         return GraphSpec(role, (*memory, *past, *cut), tuple(trimmed))
-    raise ValueError(f"unknown graph role {role!r}: a bundle holds {', '.join(GRAPHS + STATIC_GRAPHS)}")
+    raise ValueError(f"unknown graph role {role!r}: a bundle holds {', '.join(GRAPHS + STATIC_GRAPHS + STATIC_EXTRAS)}")

@@ -29,7 +29,7 @@ import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
 from core.bundle import BundleError, graph_files, read_manifest
-from core.graphs import GRAPHS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
+from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
@@ -400,7 +400,8 @@ class Engine:
             share_pool(threads)
         options = session_options(threads, spinning)
         sessions = {}
-        for role in (*GRAPHS, *(("place",) if static_step else ())):
+        static_roles = ("place", *(role for role in STATIC_EXTRAS if role in files)) if static_step else ()
+        for role in (*GRAPHS, *static_roles):
             path = bundle / files[role]
             try:
                 with GATE.shared():  # the weights' upload would break another engine's graph capture

@@ -48,6 +48,10 @@ MIN_HYPS = 4
 MIN_WIDTH = 16
 MIN_COLUMNS = 32
 """Most sentences end within 32 tokens; longer ones move their set to 64, 128, 256 columns."""
+COMPACT_BELOW = 4
+"""A set whose running sentences fill at most a quarter of its slots moves to the smallest bucket that holds them
+(when the bundle has the ``compact`` graph): a finished sentence's slot otherwise runs along until the set empties.
+A quarter, not a half, so that a set near a bucket's edge does not move back and forth as sentences come and go."""
 CAPTURE_RUNS = 3
 """onnxruntime's CUDA provider runs a graph id twice as usual (allocating what the graph needs) and captures it on
 the third run, per thread (its per-thread context holds the graphs): those runs of a binding on a thread enter
@@ -310,6 +314,40 @@ class StaticState:
         if not self.slot_of and self.buffers is not None:  # the set is empty: its buffers go back to the pool
             self.engine.static_pool.release(self.buffers)
             self.buffers, self._prev_slots, self._prev_hyps, self._parity = None, np.zeros(0, np.int64), 1, 0
+        elif (
+            self.buffers is not None
+            and "compact" in self.engine.sessions
+            and len(self.slot_of) <= self.buffers.dims.slots // COMPACT_BELOW
+        ):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Move the running sentences into the first slots of a smaller bucket, on the device (``compact``)."""
+        engine, old = self.engine, self.buffers
+        assert old is not None
+        a = old.dims
+        b = Dims(bucket(len(self.slot_of), MIN_SLOTS), a.hyps, a.width, a.columns)
+        if b.slots >= a.slots:
+            return
+        slot_index = np.zeros(b.slots, dtype=np.int64)  # a free slot copies slot 0: finite, and never read
+        slot_index[: len(self.slot_of)] = self.slot_of
+        row_index = (slot_index[:, None] * a.hyps + np.arange(a.hyps)).reshape(-1)
+        with GATE.shared():
+            new = engine.static_pool.acquire(b)
+            inputs: dict[str, Any] = {"slot_index": slot_index, "row_index": row_index}
+            bound: dict[str, Any] = {}
+            for name, before, after in zip(engine.memory_names, old.memory, new.memory, strict=True):
+                inputs[name], bound["compact_" + name] = before._ortvalue, after._ortvalue
+            pairs = zip(engine.past_names, old.caches[self._parity], new.caches[self._parity], strict=True)
+            for name, before, after in pairs:
+                inputs[name], bound["compact_" + name] = before._ortvalue, after._ortvalue
+            engine.run_graph("compact", inputs, [], bound=bound)
+        moved = np.zeros(a.slots, dtype=np.int64)  # old slot -> new slot; the last step's rows are read through it
+        moved[self.slot_of] = np.arange(len(self.slot_of))
+        self._prev_slots = moved[self._prev_slots]
+        self.slot_of = list(range(len(self.slot_of)))
+        self.buffers = new
+        engine.static_pool.release(old)
 
     def _resize(self, dims: Dims) -> None:
         """Move the state to buffers of ``dims`` (at least as large on every axis), through the host."""
@@ -321,9 +359,40 @@ class StaticState:
         if old is not None:
             engine.static_pool.release(old)
 
+    def _grow(self, old: Buffers, new: Buffers) -> None:
+        """What the host copy below does, on the device: the bundle's ``grow`` graph reads the old buffers and writes
+        the new ones (core/graphs.py ``STATIC_EXTRAS``)."""
+        engine, a, b = self.engine, old.dims, new.dims
+        heads, d_head = (int(engine.manifest["architecture"][key]) for key in ("n_heads", "d_head"))
+        more = {"slots": b.slots - a.slots, "width": b.width - a.width, "hyps": b.hyps - a.hyps}
+        more["columns"] = b.columns - a.columns
+
+        def ints(*values: int) -> np.ndarray:
+            return np.array(values, dtype=np.int64)
+
+        inputs: dict[str, Any] = {
+            "mask_width_pads": ints(0, 0, 0, more["width"]),
+            "mask_slot_pads": ints(0, 0, more["slots"], 0),
+            "memory_pads": ints(0, 0, 0, 0, more["slots"], 0, more["width"], 0),
+            "cache_split": ints(a.slots, a.hyps, heads, a.columns, d_head),
+            # the new columns on the left: a sentence's own columns are the last ones
+            "cache_pads": ints(0, 0, 0, more["columns"], 0, more["slots"], more["hyps"], 0, 0, 0),
+            "cache_merge": ints(b.rows, heads, b.columns, d_head),
+        }
+        bound: dict[str, Any] = {}
+        for name, before, after in zip(engine.memory_names, old.memory, new.memory, strict=True):
+            inputs[name], bound["grown_" + name] = before._ortvalue, after._ortvalue
+        pairs = zip(engine.past_names, old.caches[self._parity], new.caches[self._parity], strict=True)
+        for name, before, after in pairs:
+            inputs[name], bound["grown_" + name] = before._ortvalue, after._ortvalue
+        engine.run_graph("grow", inputs, [], bound=bound)
+
     def _copy_state(self, old: Buffers | None, new: Buffers) -> None:
         if old is None:
             self._parity = 0
+            return
+        if "grow" in self.engine.sessions:
+            self._grow(old, new)
             return
         a, b = old.dims, new.dims
         mask = old.memory[0].numpy()

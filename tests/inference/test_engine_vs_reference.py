@@ -263,18 +263,27 @@ def test_running_set_admits_between_steps_like_the_reference(
         _assert_same(translation, _reference(model, source, options_of[key]), engine.eos_id)
 
 
+@pytest.mark.parametrize("mover", ["grow graph", "host"])
 def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
-    tiny_static_bundle: Path, model: Transformer, sources: list[list[int]], monkeypatch: pytest.MonkeyPatch
+    tiny_static_bundle: Path,
+    model: Transformer,
+    sources: list[list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+    mover: str,
 ) -> None:
     """The smallest buckets (1 hypothesis, 2 source positions, 4 cache columns), so a running set moves through
     every kind of bucket change mid-run: more slots, wider sources, more hypotheses, more cache columns (the
-    cache is right-aligned: its old columns move to the end). Each answer equals the reference's."""
+    cache is right-aligned: its old columns move to the end). Each answer equals the reference's, whether the
+    state moves on the device (the bundle's grow graph) or through the host (bundles exported without it)."""
     import inference.static_state as static_state
 
     monkeypatch.setattr(static_state, "MIN_HYPS", 1)
     monkeypatch.setattr(static_state, "MIN_WIDTH", 2)
     monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)
     engine = Engine.load(tiny_static_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    assert "grow" in engine.sessions and "compact" in engine.sessions
+    if mover == "host":  # as a bundle exported before the grow and compact graphs: no compaction either
+        del engine.sessions["grow"], engine.sessions["compact"]
     moves: list[tuple[Dims, Dims]] = []
     resize = StaticState._resize
 
@@ -284,6 +293,14 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
         resize(self, dims)
 
     monkeypatch.setattr(StaticState, "_resize", resized)
+    compact = StaticState._compact
+
+    def compacted(self: StaticState) -> None:
+        before = self.buffers.dims if self.buffers else None
+        compact(self)
+        moves.append((before, self.buffers.dims))  # type: ignore[arg-type,union-attr]
+
+    monkeypatch.setattr(StaticState, "_compact", compacted)
     rng = np.random.default_rng(7)
     jobs = [(i, sources[i % len(sources)], MIXED[i % len(MIXED)]) for i in range(len(sources) * 2)]
     running, results = engine.running_set(), {}
@@ -303,3 +320,5 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
         if getattr(new, axis) > getattr(old, axis)
     }
     assert grew == {"slots", "hyps", "width", "columns"}, moves
+    shrank = [(old, new) for old, new in moves if new.slots < old.slots]
+    assert bool(shrank) == (mover == "grow graph"), moves

@@ -23,7 +23,7 @@ import onnx
 import torch
 
 from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
-from core.graphs import GRAPHS, STATIC_GRAPHS
+from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export import static_int8
@@ -160,7 +160,7 @@ def export_bundle(
                 "provider": "CUDAExecutionProvider",
                 "graphs": {
                     role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle)
-                    for role in (*GRAPHS, *(STATIC_GRAPHS if static_step else ()))
+                    for role in (*GRAPHS, *(STATIC_GRAPHS + STATIC_EXTRAS if static_step else ()))
                 },
                 "parity": gpu_parity,
             }

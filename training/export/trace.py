@@ -13,7 +13,7 @@ import onnx
 import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
-from core.graphs import FLOAT, TensorSpec
+from core.graphs import FLOAT, STATIC_EXTRAS, TensorSpec
 from training.export import static_int8
 from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
@@ -164,7 +164,7 @@ def write_graphs(
     for role_file in model_files:
         onnx.checker.check_model(str(out / role_file), full_check=True)
     encoder_graph = onnx.load(str(out / ENCODER_FILE))
-    for role in ("select", "merge", "trim", *(("place",) if static else ())):
+    for role in ("select", "merge", "trim", *(("place", *STATIC_EXTRAS) if static else ())):
         onnx.save(state_graph(role, encoder_graph, model), str(out / GRAPH_FILES[role]))
         onnx.checker.check_model(str(out / GRAPH_FILES[role]), full_check=True)
 
@@ -237,6 +237,28 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
             )
             nodes.append(helper.make_node("ScatterND", [t.name, "slot_rows", f"{new}_padded"], [f"placed_{t.name}"]))
         nodes.insert(0, helper.make_node("Unsqueeze", ["slots", "one"], ["slot_rows"]))
+    elif role == "grow":
+        # The pads and shapes come from the host (engine: static_state.py), so Pad and Reshape read them where
+        # onnxruntime's CUDA kernels want them, on the host, with no copy.
+        memory = contract.inputs[: 1 + 2 * layers]
+        mask = memory[0].name
+        constants.append(helper.make_tensor("masked", TensorProto.BOOL, [], [True]))
+        constants.append(helper.make_tensor("visible", TensorProto.BOOL, [], [False]))
+        constants.append(helper.make_tensor("nothing", float_type, [], [0]))
+        # the running sentences' new source positions are padding; free slots see an all-zero source (finite)
+        nodes.append(helper.make_node("Pad", [mask, "mask_width_pads", "masked"], ["mask_wide"]))
+        nodes.append(helper.make_node("Pad", ["mask_wide", "mask_slot_pads", "visible"], [f"grown_{mask}"]))
+        for t in memory[1:]:
+            nodes.append(helper.make_node("Pad", [t.name, "memory_pads", "nothing"], [f"grown_{t.name}"]))
+        for t in contract.inputs[1 + 2 * layers : 1 + 4 * layers]:  # (slots, hyps, ...): new hyps, slots, columns
+            nodes.append(helper.make_node("Reshape", [t.name, "cache_split"], [f"{t.name}_split"]))
+            nodes.append(helper.make_node("Pad", [f"{t.name}_split", "cache_pads", "nothing"], [f"{t.name}_padded"]))
+            nodes.append(helper.make_node("Reshape", [f"{t.name}_padded", "cache_merge"], [f"grown_{t.name}"]))
+    elif role == "compact":
+        for t in contract.inputs[: 1 + 2 * layers]:
+            nodes.append(helper.make_node("Gather", [t.name, "slot_index"], [f"compact_{t.name}"], axis=0))
+        for t in contract.inputs[1 + 2 * layers : 1 + 4 * layers]:
+            nodes.append(helper.make_node("Gather", [t.name, "row_index"], [f"compact_{t.name}"], axis=0))
     elif role == "trim":
         nodes.append(helper.make_node("Reshape", ["start", "shape_1"], ["start_1"]))
         nodes.append(helper.make_node("Reshape", ["src_len", "shape_1"], ["src_len_1"]))
@@ -249,7 +271,7 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
         for t in contract.inputs[1 + 2 * layers : -2]:
             nodes.append(helper.make_node("Slice", [t.name, "start_1", "big", "axis_steps"], [f"trimmed_{t.name}"]))
     else:
-        raise ValueError(f"{role!r} is not a state graph (select, merge, trim)")
+        raise ValueError(f"{role!r} is not a state graph (select, merge, trim, place, grow, compact)")
     graph = helper.make_graph(
         nodes, role, [value(t) for t in contract.inputs], [value(t) for t in contract.outputs], initializer=constants
     )
