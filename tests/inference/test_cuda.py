@@ -152,3 +152,21 @@ def test_fused_attention_decodes_on_cuda_like_the_cpu(
     fused = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", static_step=static)
     _assert_decodes_like(cpu_engine, fused, (1, 5, 24))
     assert _admitted_mid_run(fused) == _admitted_mid_run(cpu_engine)
+
+
+def test_running_sets_in_two_threads_capture_and_replay_like_one_thread(
+    tiny_static_bundle: Path, cpu_engine: Engine
+) -> None:
+    """What the server does with --static-step (two running sets, each stepping in its own thread) on CUDA: each
+    capture waits for the other thread's device work (inference/capture.py). Without that, the other thread's
+    copies broke captures: the first H200 run answered 103 of a load bench's requests with 500."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    static = Engine.load(tiny_static_bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=True)
+    sources = [static.tokenize(t) for t in TEXTS]
+    batches = [sources[i : i + 3] for i in range(0, len(sources), 3)]
+    expected = [[t.best.token_ids for t in cpu_engine.translate_ids(b, BEAM)] for b in batches]
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(2):  # the first round captures (in both threads), the second mostly replays
+            got = list(pool.map(lambda b: [t.best.token_ids for t in static.translate_ids(b, BEAM)], batches))
+            assert got == expected
