@@ -417,6 +417,15 @@ class Engine:
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
             engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
+            if engine.cuda_graph and engine.k_shape == ():
+                # Its TopK reads k through a Reshape that CUDA runs on the device, and the copy back to the host
+                # makes onnxruntime refuse the capture (training/export/trace.py ``k_on_the_host``).
+                log.warning(
+                    "%s was exported before 2026-11-26: its static steps run on CUDA without graph capture; "
+                    "re-export it (--gpu-dtype fp16w --static-step) to replay them as CUDA graphs",
+                    bundle,
+                )
+                engine.cuda_graph = False
         if cohorts is None:
             cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1
         if cohorts < 1:
