@@ -131,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--provider", default="cpu", help="cpu or cuda (on CUDA the GEMM comparison is skipped)")
     parser.add_argument("--repeats", type=int, default=3, help="alternated runs of the early-stop A/B")
+    parser.add_argument(
+        "--static-step",
+        action="store_true",
+        help="fixed-shape state (the bundle needs --static-step); on CUDA each step replayed as a CUDA graph, "
+        "timed as 'onnxruntime static_decoder'",
+    )
     parser.add_argument("--out", default=str(report_dir("profile-decode") / "report"))
     args = parser.parse_args(argv)
 
@@ -139,13 +145,36 @@ def main(argv: list[str] | None = None) -> int:
     options = DecodeOptions(beam_size=args.beam, max_length=args.max_length)
 
     # 1. phases
-    engine = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
+    load: dict[str, Any] = {"static_step": True} if args.static_step else {}
+    steps = TimedSession(None)
+    if args.static_step:  # every bucket's static step, whenever its session opens (inference/static_state.py)
+        from inference import static_state
+
+        opened = static_state.StaticSession.__init__
+
+        def timed_steps(self: Any, *a: Any) -> None:
+            opened(self, *a)
+            run = self.run
+
+            def step(binding: Any, *rest: Any) -> None:
+                started = time.perf_counter()
+                run(binding, *rest)
+                steps.seconds += time.perf_counter() - started
+                steps.calls += 1
+
+            self.run = step
+
+        static_state.StaticSession.__init__ = timed_steps  # type: ignore[assignment,method-assign]
+    engine = Engine.load(args.bundle, provider=args.provider, threads=args.threads, **load)
     engine.warmup()
     started = time.perf_counter()
     ids = [engine.tokenize(t) for t in texts]
     tokenize_s = time.perf_counter() - started
     timed = {role: TimedSession(s) for role, s in engine.raw_sessions.items()}
     engine.raw_sessions = timed  # type: ignore[assignment]
+    if args.static_step:
+        steps.seconds, steps.calls = 0.0, 0  # the warm-up's steps out
+        timed["static_decoder"] = steps
     started = time.perf_counter()
     generated = decode_all(engine, ids, args.batch, options)
     search_s = time.perf_counter() - started
@@ -170,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ort.SessionOptions = profiling_options  # type: ignore[misc]
         try:
-            profiled = Engine.load(args.bundle, provider=args.provider, threads=args.threads)
+            profiled = Engine.load(args.bundle, provider=args.provider, threads=args.threads, **load)
         finally:
             ort.SessionOptions = original  # type: ignore[misc]
         decode_all(profiled, ids, args.batch, options)

@@ -101,6 +101,8 @@ class StaticSession:
             providers[0] = (providers[0], {"enable_cuda_graph": "1"})
         self.session = ort.InferenceSession(str(engine.static_decoder_path), options, providers=providers)
         self.raw = self.session._sess
+        self.run = self.raw.run_with_iobinding
+        """How a step runs (bench/profile_decode.py wraps it to time the steps apart from the host's work)."""
         self.run_lock = threading.Lock() if engine.cuda_graph else contextlib.nullcontext()
         """Held around each run when steps are captured: onnxruntime's CUDA graph state is per session, and two
         running sets (scheduler threads) may step in the same bucket."""
@@ -303,7 +305,7 @@ class StaticState:
         runs = bound.runs.get(thread, 0)
         capturing = engine.cuda_graph and runs < CAPTURE_RUNS
         with GATE.exclusive() if capturing else GATE.shared(), buffers.session.run_lock:
-            buffers.session.raw.run_with_iobinding(bound.binding, bound.run_options)
+            buffers.session.run(bound.binding, bound.run_options)
             top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
         bound.runs[thread] = runs + 1
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
