@@ -26,42 +26,26 @@ class CaptureGate:
     """Shared entries for device work, exclusive ones for graph captures (module docstring)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._shared = 0  # threads inside shared (a thread counts once, however deep it nests)
         self._capturing = False
         self._waiting = 0  # exclusive entries waiting
-        self._local = threading.local()
+        self._local = threading.local()  # depth: shared entries of this thread; exclusive: inside its own capture
+        self._entry = _Shared(self)
         self.captures = 0
         """Exclusive entries so far (for tests and metrics)."""
 
-    def _depth(self) -> int:
-        return getattr(self._local, "depth", 0)
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        depth = self._depth()
-        if depth == 0 and not getattr(self._local, "exclusive", False):
-            with self._cond:
-                while self._capturing or self._waiting:
-                    self._cond.wait()
-                self._shared += 1
-        self._local.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._local.depth = depth
-            if depth == 0 and not getattr(self._local, "exclusive", False):
-                with self._cond:
-                    self._shared -= 1
-                    if self._shared == 0:
-                        self._cond.notify_all()
+    def shared(self) -> _Shared:
+        """``with gate.shared():`` around device work (a class, not a generator: it runs several times a step)."""
+        return self._entry
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        if getattr(self._local, "exclusive", False):  # nested in this thread's own capture
+        local = self._local
+        if getattr(local, "exclusive", False):  # nested in this thread's own capture
             yield
             return
-        held = self._depth() > 0
+        held = getattr(local, "depth", 0) > 0
         with self._cond:
             if held:  # give this thread's shared hold back while waiting, so two upgrading threads cannot deadlock
                 self._shared -= 1
@@ -71,11 +55,11 @@ class CaptureGate:
             self._waiting -= 1
             self._capturing = True
             self.captures += 1
-        self._local.exclusive = True
+        local.exclusive = True
         try:
             yield
         finally:
-            self._local.exclusive = False
+            local.exclusive = False
             with self._cond:
                 self._capturing = False
                 self._cond.notify_all()
@@ -83,6 +67,38 @@ class CaptureGate:
                     while self._capturing or self._waiting:
                         self._cond.wait()
                     self._shared += 1
+
+
+class _Shared:
+    """One gate's shared entry: reentrant per thread, counted once per thread."""
+
+    __slots__ = ("gate",)
+
+    def __init__(self, gate: CaptureGate):
+        self.gate = gate
+
+    def __enter__(self) -> None:
+        gate = self.gate
+        local = gate._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        if depth or getattr(local, "exclusive", False):
+            return
+        with gate._cond:
+            while gate._capturing or gate._waiting:
+                gate._cond.wait()
+            gate._shared += 1
+
+    def __exit__(self, *exc: object) -> None:
+        gate = self.gate
+        local = gate._local
+        local.depth -= 1
+        if local.depth or getattr(local, "exclusive", False):
+            return
+        with gate._cond:
+            gate._shared -= 1
+            if not gate._shared and gate._waiting:
+                gate._cond.notify_all()
 
 
 GATE = CaptureGate()

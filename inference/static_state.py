@@ -296,17 +296,22 @@ class StaticState:
         source[fresh] = rows[fresh]
         order[rows] = source
         graph_k = min(bucket(k), engine.vocab_size)
+        thread = threading.get_ident()
         with GATE.shared():
             buffers.tokens.update_inplace(grid)
             buffers.positions.update_inplace(at)
             buffers.reorder.update_inplace(order)
             bound = _binding(engine, buffers, graph_k, self._parity)
-        thread = threading.get_ident()
-        runs = bound.runs.get(thread, 0)
-        capturing = engine.cuda_graph and runs < CAPTURE_RUNS
-        with GATE.exclusive() if capturing else GATE.shared(), buffers.session.run_lock:
-            buffers.session.run(bound.binding, bound.run_options)
-            top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+            runs = bound.runs.get(thread, 0)
+            capturing = engine.cuda_graph and runs < CAPTURE_RUNS
+            if not capturing:  # a replay (or no capture at all): in the same shared entry
+                with buffers.session.run_lock:
+                    buffers.session.run(bound.binding, bound.run_options)
+                    top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+        if capturing:
+            with GATE.exclusive(), buffers.session.run_lock:
+                buffers.session.run(bound.binding, bound.run_options)
+                top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
         bound.runs[thread] = runs + 1
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
         return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], attention[slots, :hyps]
