@@ -54,12 +54,12 @@ PY
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$G/whl" $pins 2>&1 | grep -v '^WARNING' || true
 # The model: its weights rounded to fp16 (half the size; fp32, fp16 and fp16w graphs exported from it then hold
 # the same weights), the test sentences, and a 16k vocabulary for the untrained base preset. On a fresh clone
-# (no runs/, no data/) the weights are the shipped bundle's, read back (import-bundle: int8 dequantized, the same
-# speed), and the sentences are Python's own documentation (bench/loadtools.py stdlib_sentences).
+# (no runs/, no data/) the weights are the shipped bundle's, read back from its GPU set (import-bundle --graphs
+# cuda: its fp16 weights), and the sentences are Python's own documentation (bench/loadtools.py stdlib_sentences).
 if [ ! -f "$CKPT" ]; then
   echo "$CKPT is missing: importing the weights of models/en-de instead"
   CKPT=$G/dl/imported.pt
-  [ -f "$CKPT" ] || $PY -m training import-bundle models/en-de "$CKPT" > /dev/null
+  [ -f "$CKPT" ] || $PY -m training import-bundle models/en-de "$CKPT" --graphs cuda > /dev/null
 fi
 $PY - "$CKPT" "$G/model/model.pt" <<'PY'
 import sys, torch

@@ -165,7 +165,7 @@ def register(subparsers: Any) -> None:
 def _run_import(args: argparse.Namespace) -> int:
     from training.export.import_bundle import import_bundle
 
-    print(json.dumps(import_bundle(args.bundle, args.out, check=not args.no_check), indent=2))
+    print(json.dumps(import_bundle(args.bundle, args.out, check=not args.no_check, graphs=args.graphs), indent=2))
     return 0
 
 
@@ -179,4 +179,10 @@ def _register_import(subparsers: Any) -> None:
     p.add_argument("bundle", help="bundle directory (manifest.json, encoder.onnx, decoder.onnx, vocabulary)")
     p.add_argument("out", help="checkpoint file to write (.pt)")
     p.add_argument("--no-check", action="store_true", help="skip the parity check against the bundle")
+    p.add_argument(
+        "--graphs",
+        default="main",
+        help="the graph set to read: main (default) or a variant such as cuda, whose fp16 weights are closer to the "
+        "float model than int8 main graphs (the shipped models: import with --graphs cuda to re-export their GPU set)",
+    )
     p.set_defaults(func=_run_import)

@@ -16,7 +16,9 @@ fp16 bundles are widened to float32. The result is checked against the bundle wi
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +69,28 @@ def model_config(manifest: dict[str, Any]) -> ModelConfig:
     )
 
 
-def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True) -> dict[str, Any]:
-    """Write the weights of the bundle at ``bundle_dir`` as a checkpoint ``out``; returns a summary."""
-    bundle = Path(bundle_dir)
-    manifest = read_manifest(bundle)
+def import_bundle(
+    bundle_dir: str | Path, out: str | Path, *, check: bool = True, graphs: str = "main"
+) -> dict[str, Any]:
+    """Write the weights of the bundle at ``bundle_dir`` as a checkpoint ``out``; returns a summary. ``graphs``:
+    which graph set to read them from, "main" or a variant's name ("cuda"): the shipped bundles' GPU set holds
+    fp16 weights, closer to the float model than their int8 main graphs."""
+    root = Path(bundle_dir)
+    manifest = read_manifest(root)
+    if graphs != "main":
+        variant = manifest.get("variants", {}).get(graphs)
+        if variant is None:
+            raise ImportError_(
+                f"{root} has no {graphs!r} graph set (it has: main, {', '.join(manifest.get('variants', {}))})"
+            )
+    bundle = root if graphs == "main" else root / graphs
     cfg = model_config(manifest)
     if cfg.final_logits_bias:
         raise ImportError_(
             f"{bundle}: the model has a final logits bias, which the decoder graph folds together with the search's "
             "masks; import such models from their Marian directory (import-marian) instead"
         )
-    vocab_files = read_vocab_files(bundle)
+    vocab_files = read_vocab_files(root)
     model = Transformer(cfg)
     reference = Transformer(cfg)  # random weights: its export shows where each parameter lands
     with torch.no_grad():
@@ -86,6 +99,8 @@ def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True
     export = manifest["export"]
     with tempfile.TemporaryDirectory(prefix="import-bundle-") as tmp:
         attention = export.get("attention", "plain")  # bundles before it were all plain
+        if graphs != "main":
+            attention = manifest["variants"][graphs].get("attention", "plain")
         trace_graphs(reference, Path(tmp), export["opset"], export["attention_layer"], attention=attention)
         found: dict[str, torch.Tensor] = {}
         for role in (ENCODER_FILE, DECODER_FILE):
@@ -103,15 +118,18 @@ def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True
             param.copy_(found[name])
     model.eval()
     mode = "int8" if export.get("quantize", "none").startswith("int8") else export.get("dtype", "fp32")
+    if graphs != "main":
+        mode = manifest["variants"][graphs]["dtype"]
     parity: dict[str, Any] = {}
     if check:  # the bundle itself is the reference: the imported model must compute what it computes
         tolerance = 3.0 if mode == "int8" else TOLERANCES[mode]
-        parity = check_parity(model, bundle, Tokenizer(bundle), None, export["attention_layer"], mode, tolerance)
+        parity = check_parity(model, bundle, Tokenizer(root), None, export["attention_layer"], mode, tolerance)
     save(out, {"config": Config(model=cfg).to_dict(), "model": model.state_dict(), "vocab_files": vocab_files})
     log.info("imported %s (%s %s, %s) into %s", bundle, manifest["name"], manifest["version"], mode, out)
     return {
         "checkpoint": str(out),
-        "bundle": str(bundle),
+        "bundle": str(root),
+        "graphs": graphs,
         "name": manifest["name"],
         "version": manifest["version"],
         "weights": mode,
@@ -121,7 +139,11 @@ def import_bundle(bundle_dir: str | Path, out: str | Path, *, check: bool = True
 
 
 def _initializers(graph: onnx.ModelProto) -> dict[str, np.ndarray]:
-    return {init.name: numpy_helper.to_array(init) for init in graph.graph.initializer}
+    values = {init.name: numpy_helper.to_array(init) for init in graph.graph.initializer}
+    for node in graph.graph.node:  # fp16w graphs: an fp16 initializer, widened by a Cast under the original name
+        if node.op_type == "Cast" and node.input and node.input[0] in values and node.output[0] not in values:
+            values[node.output[0]] = values[node.input[0]].astype(np.float32)
+    return values
 
 
 def _value(target: dict[str, np.ndarray], name: str, role: str) -> np.ndarray:
@@ -142,6 +164,7 @@ def _weights_of(
     """Parameter name -> value, read from ``bundle`` at the places ``fresh`` (the reference's export) shows."""
     params = {f"model.{name}": param for name, param in reference.named_parameters()}  # as the graphs name them
     fresh_values, target = _initializers(fresh), _initializers(bundle)
+    target = {**target, **{ours: target[theirs] for ours, theirs in _numbered(fresh_values, target).items()}}
     found: dict[str, torch.Tensor] = {}
     exact: set[str] = set()
     for name, value in fresh_values.items():  # parameters the exporter kept as they are
@@ -174,6 +197,36 @@ def _weights_of(
                     found[bias_param] = torch.from_numpy(bias[start : start + width].copy())
             start += width
     return {name.removeprefix("model."): value for name, value in found.items()}
+
+
+_SUFFIXES = ("_quantized", "_scale", "_zero_point", "_fp16")
+
+
+def _numbered(fresh: dict[str, np.ndarray], target: dict[str, np.ndarray]) -> dict[str, str]:
+    """The bundle's names for the fresh export's numbered constants (``onnx::MatMul_392``): the tracer numbers them
+    by their place in the graph, so a bundle exported by an earlier version of the step (fewer or more nodes before
+    them) numbers the same constants differently, in the same order. Per kind, the n-th of the fresh export is the
+    n-th of the bundle, where both hold as many; the quantizer's and fp16w's suffixes come along."""
+
+    def numbered(names: Iterable[str]) -> dict[str, list[tuple[int, str]]]:
+        kinds: dict[str, list[tuple[int, str]]] = {}
+        for name in names:
+            match = re.fullmatch(r"(onnx::\w+?)_(\d+)", name)
+            if match:
+                kinds.setdefault(match.group(1), []).append((int(match.group(2)), name))
+        return {kind: sorted(found) for kind, found in kinds.items()}
+
+    bases = {name.removesuffix(suffix) for name in target for suffix in ("", *_SUFFIXES) if name.endswith(suffix)}
+    ours, theirs = numbered(fresh), numbered(bases)
+    renamed: dict[str, str] = {}
+    for kind, names in ours.items():
+        if [n for _, n in names] == [n for _, n in theirs.get(kind, [])] or len(names) != len(theirs.get(kind, [])):
+            continue  # the same names, or no way to pair them: looked up as they are
+        for (_, mine), (_, bundle_name) in zip(names, theirs[kind], strict=True):
+            for suffix in ("", *_SUFFIXES):
+                if bundle_name + suffix in target:
+                    renamed[mine + suffix] = bundle_name + suffix
+    return renamed
 
 
 def _column_parts(

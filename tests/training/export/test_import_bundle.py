@@ -167,3 +167,53 @@ def test_fp16_bundle_imports_within_half_precision(tiny_checkpoint: Path, tmp_pa
         assert torch.allclose(imported[name], value, rtol=2**-10, atol=1e-6), name  # fp16 keeps 11 bits
         # exactly the rounded weights, or the weights themselves where the graph kept float32 (LayerNorm)
         assert torch.equal(imported[name], value.half().float()) or torch.equal(imported[name], value), name
+
+
+def test_the_gpu_set_imports_to_its_half_precision_weights(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """``--graphs cuda``: the weights of an fp16w GPU set (fp16 initializers widened by Casts), not the int8 main
+    graphs': the shipped bundles' closest copy of their float model."""
+    bundle = tmp_path / "dual"
+    export_bundle(tiny_checkpoint, bundle, quantize="int8-channel", tolerance=3.0, gpu_dtype="fp16w")
+    summary = import_bundle(bundle, tmp_path / "gpu.pt", graphs="cuda")
+    assert (summary["graphs"], summary["weights"]) == ("cuda", "fp16w")
+    original, imported = _params(tiny_checkpoint), _params(tmp_path / "gpu.pt")
+    for name, value in original.items():
+        assert torch.equal(imported[name], value.half().float()) or torch.equal(imported[name], value), name
+    with pytest.raises(ImportError_, match="no 'rocm' graph set"):
+        import_bundle(bundle, tmp_path / "none.pt", graphs="rocm")
+
+
+def test_a_bundle_whose_step_was_traced_with_other_node_numbers_imports_the_same(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The tracer names folded constants by their place in the graph (``onnx::MatMul_392``). A bundle exported
+    before a change to the decoder step numbers them otherwise (the shipped en→de: 411 where today's trace says
+    392); the importer pairs them in order."""
+    import re
+
+    from core.bundle import read_manifest, sha256_file
+
+    bundle = tmp_path / "bundle"
+    export_bundle(tiny_checkpoint, bundle, name="tiny", quantize="int8-channel", tolerance=3.0)
+    direct = import_bundle(bundle, tmp_path / "direct.pt")
+    path = bundle / "decoder.onnx"
+    model = onnx.load(str(path))
+    names = {i.name for i in model.graph.initializer}
+    shifted = {
+        n: re.sub(r"_(\d+)(_quantized|_scale|_zero_point)?$", lambda m: f"_{int(m.group(1)) + 19}{m.group(2) or ''}", n)
+        for n in names
+        if n.startswith("onnx::")
+    }
+    assert shifted, "the decoder has numbered constants"
+    for init in model.graph.initializer:
+        init.name = shifted.get(init.name, init.name)
+    for node in model.graph.node:
+        node.input[:] = [shifted.get(i, i) for i in node.input]
+    onnx.save(model, str(path))
+    manifest = read_manifest(bundle, verify=False)
+    manifest["files"]["decoder.onnx"].update(bytes=path.stat().st_size, sha256=sha256_file(path))
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    import_bundle(bundle, tmp_path / "shifted.pt")
+    assert direct["parity"]
+    first, second = _params(tmp_path / "direct.pt"), _params(tmp_path / "shifted.pt")
+    assert all(torch.equal(first[name], second[name]) for name in first)
