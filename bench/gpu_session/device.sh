@@ -55,7 +55,7 @@ case "$step" in
       --static-step --batch 1 --sentences 32 --repeats 1 --out "$OUT/profile-static-b1" 2>&1 | grep "^| " | head -16
     timeout 150 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
       --requests 512 --deadline 15 --levels 64,128 --servers continuous,continuous:static-step \
-      --out "$OUT/targets-load" 2>&1 | quiet | tail -20
+      --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png ;;
   measure-engine)
     setup || exit 3
