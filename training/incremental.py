@@ -70,11 +70,16 @@ class EncoderGraph(nn.Module):
     test sentences taken in file order a third of the positions are padding (docs/reports/profile-decode/report.md).
     """
 
-    def __init__(self, model: Transformer, fused: bool = False):
+    def __init__(self, model: Transformer, fused: bool = False, pack: bool = True):
         super().__init__()
         self.model = model
         self.fused = fused
         """Each self-attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
+        self.pack = pack
+        """Padding removed from the position-wise work (above). The GPU set's encoder does not: on CUDA the
+        NonZero that finds the real tokens makes onnxruntime wait for the device and copy to the host in the middle
+        of the graph, and the gathers and scatters around every layer are launches, while the padding's arithmetic
+        is nearly free there. Padding rows then hold finite values that every attention masks."""
 
     def forward(self, src_ids: Tensor) -> tuple[Tensor, ...]:
         model = self.model
@@ -83,26 +88,30 @@ class EncoderGraph(nn.Module):
         heads, d_head = model.config.n_heads, d_model // model.config.n_heads
         is_pad = src_ids == model.config.pad_id
         pad_mask = is_pad[:, None, None, :]  # model.source_pad_mask
-        real = (~is_pad).reshape(rows).nonzero().squeeze(1)  # (N,) row indices of real tokens
+        real = (~is_pad).reshape(rows).nonzero().squeeze(1) if self.pack else None  # (N,) rows of real tokens
+
+        def packed(x: Tensor) -> Tensor:  # (rows, c) -> the real tokens' (N, c)
+            return x if real is None else x.index_select(0, real)
+
+        def padded(x: Tensor) -> Tensor:  # (N, c) -> (rows, c), zeros at padding
+            return x if real is None else x.new_zeros(rows, x.size(1)).index_put((real,), x)
 
         def split(x: Tensor) -> list[Tensor]:  # packed (N, c * d_model) -> c tensors (B, heads, S, d_head)
-            padded = x.new_zeros(rows, x.size(1)).index_put((real,), x)
-            return [t.reshape(batch, length, heads, d_head).transpose(1, 2) for t in padded.split(d_model, dim=-1)]
+            return [t.reshape(batch, length, heads, d_head).transpose(1, 2) for t in padded(x).split(d_model, dim=-1)]
 
         keep = (~is_pad).to(torch.int32)  # (B, S), 1 at a real token: the fused kernel's key mask
-        x = model.encoder_embed(src_ids).reshape(rows, d_model).index_select(0, real)
+        x = packed(model.encoder_embed(src_ids).reshape(rows, d_model))
         for layer in cast(list[EncoderLayer], list(model.encoder_layers)):
 
             def self_attention(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 if self.fused:  # (B, S, d_model) in and out, the heads split and merged inside the kernel
-                    qkv = _fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj])
-                    padded = qkv.new_zeros(rows, qkv.size(1)).index_put((real,), qkv).reshape(batch, length, -1)
-                    q, k, v = padded.split(d_model, dim=-1)
+                    qkv = padded(_fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj])).reshape(batch, length, -1)
+                    q, k, v = qkv.split(d_model, dim=-1)
                     out, _ = KeyMaskedAttention.apply(q, k, v, keep, heads)
-                    return _linear(out.reshape(rows, d_model).index_select(0, real), attn.out_proj)
+                    return _linear(packed(out.reshape(rows, d_model)), attn.out_proj)
                 q, k, v = split(_fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
                 out, _ = attn.attend(q, k, v, pad_mask)
-                return _linear(out.transpose(1, 2).reshape(rows, d_model).index_select(0, real), attn.out_proj)
+                return _linear(packed(out.transpose(1, 2).reshape(rows, d_model)), attn.out_proj)
 
             x = layer.self_attn_norm(x, self_attention)
             x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))

@@ -49,6 +49,9 @@ def main() -> int:
     parser.add_argument("bundle")
     parser.add_argument("--graphs", default="cuda", help="cuda (the GPU variant) or main")
     parser.add_argument("--out")
+    parser.add_argument(
+        "--provider", default="cuda", help="cuda, or cpu to count the optimized nodes where no GPU is (no placement)"
+    )
     args = parser.parse_args()
     import onnx
     import onnxruntime as ort
@@ -72,7 +75,8 @@ def main() -> int:
             with open(log, "w") as sink:  # onnxruntime logs to the process's stderr
                 os.dup2(sink.fileno(), 2)
                 try:
-                    ort.InferenceSession(str(folder / f"{role}.onnx"), options, providers=["CUDAExecutionProvider"])
+                    provider = "CUDAExecutionProvider" if args.provider == "cuda" else "CPUExecutionProvider"
+                    ort.InferenceSession(str(folder / f"{role}.onnx"), options, providers=[provider])
                 finally:
                     os.dup2(saved, 2)
             graph = onnx.load(str(Path(tmp) / "optimized.onnx"), load_external_data=False).graph

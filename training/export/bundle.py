@@ -132,12 +132,18 @@ def export_bundle(
         )
         bundle = work / "bundle"
         write_graphs(model, fp32_dir, bundle, mode, quantize, ranges=ranges)
-        if gpu_dtype != "none":
-            gpu_fp32_dir = fp32_dir
-            if gpu_attention != attention:
-                gpu_fp32_dir = work / "fp32-gpu"
-                gpu_fp32_dir.mkdir()
-                trace_graphs(model, gpu_fp32_dir, opset, attention_layer, static=static_step, attention=gpu_attention)
+        if gpu_dtype != "none":  # traced again: its encoder keeps the padding (EncoderGraph.pack)
+            gpu_fp32_dir = work / "fp32-gpu"
+            gpu_fp32_dir.mkdir()
+            trace_graphs(
+                model,
+                gpu_fp32_dir,
+                opset,
+                attention_layer,
+                static=static_step,
+                attention=gpu_attention,
+                pack_encoder=False,
+            )
             write_graphs(model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
             shutil.rmtree(gpu_fp32_dir)
         shutil.rmtree(fp32_dir, ignore_errors=True)
@@ -157,6 +163,7 @@ def export_bundle(
             variants[GPU_VARIANT] = {
                 "dtype": gpu_dtype,
                 "attention": gpu_attention,
+                "encoder": "padded",  # EncoderGraph.pack off: no NonZero, gathers or scatters on the GPU
                 "provider": "CUDAExecutionProvider",
                 "graphs": {
                     role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle)

@@ -101,7 +101,15 @@ def import_bundle(
         attention = export.get("attention", "plain")  # bundles before it were all plain
         if graphs != "main":
             attention = manifest["variants"][graphs].get("attention", "plain")
-        trace_graphs(reference, Path(tmp), export["opset"], export["attention_layer"], attention=attention)
+        trace_graphs(
+            reference,
+            Path(tmp),
+            export["opset"],
+            export["attention_layer"],
+            attention=attention,
+            # as the set was traced: GPU sets exported since 2026-11-26 keep the encoder's padding
+            pack_encoder=graphs == "main" or manifest["variants"][graphs].get("encoder") != "padded",
+        )
         found: dict[str, torch.Tensor] = {}
         for role in (ENCODER_FILE, DECODER_FILE):
             found.update(_weights_of(onnx.load(str(Path(tmp) / role)), onnx.load(str(bundle / role)), reference, role))

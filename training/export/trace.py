@@ -57,8 +57,11 @@ def trace_graphs(
     attention_layer: int,
     static: bool = False,
     attention: str = "fused",
+    pack_encoder: bool = True,
 ) -> None:
     """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx.
+    ``pack_encoder``: the encoder skips padding in its position-wise work (the CPU's choice; the GPU set's is not
+    to: ``EncoderGraph.pack``).
 
     ``attention="fused"``: every attention is one onnxruntime ``MultiHeadAttention`` node and every residual
     addition is fused with the layer norm that reads it (training/fused.py); ``"plain"``: standard ONNX
@@ -67,7 +70,7 @@ def trace_graphs(
         raise ValueError(f"attention={attention!r}: use one of {', '.join(ATTENTION_KINDS)}")
     fused = attention == "fused"
     graphs = [
-        ("encoder", EncoderGraph(model, fused=fused), encoder_example(model)),
+        ("encoder", EncoderGraph(model, fused=fused, pack=pack_encoder), encoder_example(model)),
         ("decoder", DecoderStep(model, attention_layer, fused=fused), decoder_example(model)),
     ]
     if static:  # its example cache is wider than every example position: the static cache's rule
