@@ -334,6 +334,11 @@ class Engine:
         self.cuda_graph = False
         """Static steps are captured and replayed as CUDA graphs (static_step on CUDA)."""
         self.static_decoder_path: Path | None = None
+        self.encoder_path: Path | None = None
+        self.static_encoder = False
+        """Static admissions run the encoder in fixed-size buckets whose runs are captured as CUDA graphs
+        (inference/static_state.py ``EncoderBucket``): on CUDA with graph capture, for GPU sets whose encoder keeps
+        the padding (``variants.cuda.encoder: padded``; a packed encoder's NonZero has no fixed shape)."""
         self.static_pool = BufferPool(self)
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
@@ -416,6 +421,7 @@ class Engine:
         if static_step:
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
+            engine.encoder_path = bundle / files["encoder"]
             engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
             if engine.cuda_graph and engine.k_shape == ():
                 # Its TopK reads k through a Reshape that CUDA runs on the device, and the copy back to the host
@@ -426,6 +432,8 @@ class Engine:
                     bundle,
                 )
                 engine.cuda_graph = False
+            padded = variant is not None and manifest["variants"][variant].get("encoder") == "padded"
+            engine.static_encoder = engine.cuda_graph and padded
         if cohorts is None:
             cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1
         if cohorts < 1:

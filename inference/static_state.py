@@ -140,6 +140,57 @@ class Buffers:
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
 
 
+class EncoderBucket:
+    """The encoder opened for ``batch`` sources of ``width`` positions (EOS and padding included), its free
+    dimensions fixed, reading and writing fixed buffers: on CUDA its runs are captured and replayed like the steps'
+    (``Engine.static_encoder``). One admission at a time uses it (``lock``, held until ``place`` has read the
+    outputs)."""
+
+    def __init__(self, engine: Engine, batch: int, width: int):
+        assert engine.encoder_path is not None
+        options = engine.session_options()
+        options.add_free_dimension_override_by_name("batch", batch)
+        options.add_free_dimension_override_by_name("src_len", width)
+        providers: list[Any] = list(engine.providers)
+        if engine.cuda_graph:
+            options.enable_mem_pattern = False
+            providers[0] = (providers[0], {"enable_cuda_graph": "1"})
+        arch = engine.manifest["architecture"]
+        heads, d_head = int(arch["n_heads"]), int(arch["d_head"])
+        with GATE.shared():  # the session's weights and the buffers go to the device
+            session = ort.InferenceSession(str(engine.encoder_path), options, providers=providers)
+            self.src = ort.OrtValue.ortvalue_from_shape_and_type([batch, width], np.int64, *engine.device)
+            self.memory = [ort.OrtValue.ortvalue_from_shape_and_type([batch, width], np.bool_, *engine.device)]
+            self.memory += [
+                ort.OrtValue.ortvalue_from_shape_and_type(
+                    [batch, heads, width, d_head], engine.float_type, *engine.device
+                )
+                for _ in engine.memory_names[1:]
+            ]
+        self.session, self.batch, self.width = session, batch, width
+        self.binding = _C.SessionIOBinding(session._sess)
+        self.binding.bind_ortvalue_input("src_ids", self.src._ortvalue)
+        for name, value in zip(engine.memory_names, self.memory, strict=True):
+            self.binding.bind_ortvalue_output(name, value._ortvalue)
+        self.run_options = None
+        if engine.cuda_graph:
+            self.run_options = ort.RunOptions()
+            self.run_options.add_run_config_entry("gpu_graph_id", "1")
+        self.lock = threading.Lock()
+        self.runs: dict[int, int] = {}
+        """runs so far per thread, as ``_Binding.runs``"""
+
+    def run(self, src: np.ndarray, cuda_graph: bool) -> None:
+        """Encode ``src`` (batch, width) into ``memory``; the caller holds ``lock``."""
+        thread = threading.get_ident()
+        runs = self.runs.get(thread, 0)
+        with GATE.shared():
+            self.src.update_inplace(src)
+        with GATE.exclusive() if cuda_graph and runs < CAPTURE_RUNS else GATE.shared():
+            self.session._sess.run_with_iobinding(self.binding, self.run_options)
+        self.runs[thread] = runs + 1
+
+
 class BufferPool:
     """The engine's free ``Buffers`` per ``Dims``, and the decoder session of each ``Dims``; thread-safe."""
 
@@ -148,6 +199,17 @@ class BufferPool:
         self._lock = threading.Lock()
         self._sessions: dict[Dims, StaticSession] = {}
         self._free: dict[Dims, list[Buffers]] = {}
+        self._encoders: dict[tuple[int, int], EncoderBucket] = {}
+
+    def encoder(self, batch: int, width: int) -> EncoderBucket:
+        """The encoder bucket of these sizes, opened on first use."""
+        with self._lock:
+            found = self._encoders.get((batch, width))
+        if found is None:  # opened outside the lock, as the decoder sessions
+            found = EncoderBucket(self.engine, batch, width)
+            with self._lock:
+                found = self._encoders.setdefault((batch, width), found)
+        return found
 
     def acquire(self, dims: Dims) -> Buffers:
         with self._lock:
@@ -243,7 +305,6 @@ class StaticState:
 
     def admit(self, sources: list[list[int]]) -> None:
         engine = self.engine
-        new = engine.run_graph("encoder", {"src_ids": engine.source_batch(sources)}, engine.memory_names)
         width = max(len(ids) for ids in sources) + 1
         dims = self.buffers.dims if self.buffers else None
         want = Dims(
@@ -257,12 +318,29 @@ class StaticState:
         buffers = self.buffers
         assert buffers is not None
         taken = set(self.slot_of)
-        slots = [s for s in range(want.slots) if s not in taken][: len(sources)]
+        free = [s for s in range(want.slots) if s not in taken]
+        slots = free[: len(sources)]
         memory = dict(zip(engine.memory_names, (value._ortvalue for value in buffers.memory), strict=True))
-        inputs: dict[str, Any] = {**memory, "slots": np.array(slots, dtype=np.int64)}
-        inputs |= {"new_" + name: value for name, value in zip(engine.memory_names, new, strict=True)}
-        # The outputs are the inputs' own buffers: ScatterND writes the new rows where the memory lies.
-        engine.run_graph("place", inputs, [], bound={"placed_" + name: value for name, value in memory.items()})
+        # The place outputs are the inputs' own buffers: ScatterND writes the new rows where the memory lies.
+        bound = {"placed_" + name: value for name, value in memory.items()}
+        encoder_batch = bucket(len(sources))
+        if engine.static_encoder and len(free) >= encoder_batch:
+            # The encoder in a bucket of fixed sizes (captured on CUDA): the rows past the sources are one-EOS
+            # sentences (finite), written into free slots, which run along with the others and are never read.
+            src = np.full((encoder_batch, bucket(width, MIN_WIDTH)), engine.pad_id, dtype=np.int64)
+            src[:, 0] = engine.eos_id
+            src[: len(sources), :width] = engine.source_batch(sources)
+            encoder = engine.static_pool.encoder(*src.shape)
+            with encoder.lock:
+                encoder.run(src, engine.cuda_graph)
+                inputs: dict[str, Any] = {**memory, "slots": np.array(free[:encoder_batch], dtype=np.int64)}
+                inputs |= {"new_" + n: v._ortvalue for n, v in zip(engine.memory_names, encoder.memory, strict=True)}
+                engine.run_graph("place", inputs, [], bound=bound)
+        else:
+            new = engine.run_graph("encoder", {"src_ids": engine.source_batch(sources)}, engine.memory_names)
+            inputs = {**memory, "slots": np.array(slots, dtype=np.int64)}
+            inputs |= {"new_" + name: value for name, value in zip(engine.memory_names, new, strict=True)}
+            engine.run_graph("place", inputs, [], bound=bound)
         self.slot_of += slots
 
     def step(

@@ -263,7 +263,7 @@ def test_running_set_admits_between_steps_like_the_reference(
         _assert_same(translation, _reference(model, source, options_of[key]), engine.eos_id)
 
 
-@pytest.mark.parametrize("mover", ["grow graph", "host"])
+@pytest.mark.parametrize("mover", ["grow graph", "host", "encoder buckets"])
 def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     tiny_static_bundle: Path,
     model: Transformer,
@@ -282,8 +282,11 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)
     engine = Engine.load(tiny_static_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
     assert "grow" in engine.sessions and "compact" in engine.sessions
+    assert engine.manifest["variants"]["cuda"]["encoder"] == "padded" and not engine.static_encoder  # CPU: no capture
     if mover == "host":  # as a bundle exported before the grow and compact graphs: no compaction either
         del engine.sessions["grow"], engine.sessions["compact"]
+    if mover == "encoder buckets":  # what admissions do on CUDA: the encoder in fixed sizes, one-EOS filler rows
+        engine.static_encoder = True
     moves: list[tuple[Dims, Dims]] = []
     resize = StaticState._resize
 
@@ -321,4 +324,6 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     }
     assert grew == {"slots", "hyps", "width", "columns"}, moves
     shrank = [(old, new) for old, new in moves if new.slots < old.slots]
-    assert bool(shrank) == (mover == "grow graph"), moves
+    assert bool(shrank) == (mover != "host"), moves
+    if mover == "encoder buckets":  # buckets of several sizes served the admissions
+        assert len(engine.static_pool._encoders) >= 2, engine.static_pool._encoders.keys()
