@@ -15,7 +15,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | batch1 | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -57,6 +57,13 @@ case "$step" in
       --requests 512 --deadline 15 --levels 64,128 --servers continuous,continuous:static-step \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png ;;
+  batch1)
+    # Run 3 when the session has 4 minutes left after targets (nothing carried: /tmp holds what targets set up):
+    # onnxruntime's BeamSearch operator, the whole search in one run, against our loop at batch 1 and 32 on CUDA
+    . /tmp/gpu-env.sh
+    timeout 170 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
+      --provider cuda --threads 4 --batch-sizes 1,32 --sentences 64 --repeats 2 --out "$OUT/ort-beam-search" 2>&1 \
+      | quiet | tail -8 ;;
   measure-engine)
     setup || exit 3
     timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"

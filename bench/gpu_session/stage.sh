@@ -7,6 +7,7 @@
 # time (the machine's start included), the two first runs:
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
+#   run 3, with 4 minutes left: bash bench/gpu_session/device.sh batch1   (nothing carried), timeout_s 200
 # and with more time, instead of run 2:
 #   run 2: bash bench/gpu_session/device.sh measure-engine   carry [".gpu/p2", ".gpu/whl", ".gpu/model"]
 #   run 3: bash bench/gpu_session/device.sh measure-more     (nothing carried: /tmp holds what run 2 set up)

@@ -99,11 +99,8 @@ def device_commands(step: str) -> list[list[str]]:
     return commands
 
 
-def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """device.sh targets is the one run a 15-minute device session has room for: each of its bench commands must
-    parse as written (a typo there would cost the whole session), and together they must cover the targets."""
+def _parse_each(commands: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``python -m bench`` command line parses with its bench's own parser (exit status 2 on a bad argument)."""
     import argparse
     import importlib
 
@@ -119,10 +116,18 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
         raise Parsed
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
-    commands = device_commands("targets")
     for words in commands:
         with pytest.raises(Parsed):
             importlib.import_module(COMMANDS[words[0]]).main(words[1:])
+
+
+def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """device.sh targets is the one run a 15-minute device session has room for: each of its bench commands must
+    parse as written (a typo there would cost the whole session), and together they must cover the targets."""
+    commands = device_commands("targets")
+    _parse_each(commands, monkeypatch)
     gpu = [w for w in commands if w[0] == "gpu"]
     systems = {s for w in gpu for s in w[w.index("--systems") + 1].split(",")}
     assert {"cuda-fp32", "cuda-fp16-static", "cuda-fp16w-static"} <= systems  # fp16 against fp32, CUDA graphs
@@ -131,3 +136,10 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
     assert any("--random" in w and w[w.index("--random") + 1] == "base" for w in gpu)  # the base preset
     load = [w for w in commands if w[0] == "load"]
     assert load and {"64", "128"} <= set(load[0][load[0].index("--levels") + 1].split(","))  # the server target
+
+
+def test_the_batch1_run_takes_arguments_the_bench_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device.sh batch1, the third run of a session with time left: its command parses as written."""
+    commands = device_commands("batch1")
+    assert [words[0] for words in commands] == ["ort-beam-search"]
+    _parse_each(commands, monkeypatch)
