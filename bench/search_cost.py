@@ -51,7 +51,7 @@ class Stepper:
     def keep(self, sentences):
         self.running = [self.running[i] for i in sentences.tolist()]
 
-    def step(self, tokens, positions, reorder, k):
+    def step(self, tokens, positions, reorder, k, attention=True):
         started = time.perf_counter()
         batch, hyps = tokens.shape
         n = batch * hyps

@@ -51,12 +51,13 @@ class Stepper(Protocol):
         ...
 
     def step(
-        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """tokens (B, H) int64, positions (B,) int64 tokens each sentence generated so far, reorder (B*H,)
         int64 rows of the previous step's cache (any row for a sentence at position 0) ->
         top-k log-probs (B, H, k) float32, top-k ids (B, H, k) int64 (distinct within a row, best first),
-        cross-attention (B, H, S) float32."""
+        cross-attention (B, H, S) float32, or None when ``attention`` is False (no sentence asked for it: on a
+        GPU that is a copy to the host fewer a step)."""
         ...
 
     def keep(self, sentences: np.ndarray) -> None:
@@ -218,6 +219,7 @@ class BeamSearch:
             positions,
             np.array(reorder_list, dtype=np.int64),
             k,
+            any(s.options.with_attention for s in running),
         )
         width = top_ids.shape[2]
         flat = (np.array(score_rows).reshape(batch, hyps, 1) + top_lp).reshape(batch, -1)  # float64
@@ -250,7 +252,7 @@ class BeamSearch:
                 hyp = (
                     token,
                     lp,
-                    attention[b, i, : s.source_len + 1] if attend else None,
+                    attention[b, i, : s.source_len + 1] if attend and attention is not None else None,
                     parent,
                     score,
                     b * hyps + i,

@@ -146,8 +146,8 @@ class DeviceState:
             self.memory = self._run("merge", inputs, ["merged_" + n for n in names])
 
     def step(
-        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         engine = self.engine
         assert self.memory is not None, "step() before admit()"
         if self.cache is None or self.cached == 0:
@@ -167,9 +167,10 @@ class DeviceState:
             **dict(zip(engine.past_names, self.cache, strict=True)),
         }
         outputs = ["topk_logprobs", "topk_ids", "attention", *engine.present_names]
-        top_lp, top_ids, attention, *self.cache = self._run("decoder", inputs, outputs, cpu=3)
+        # The attention rows come to the host only when a sentence asked for them.
+        top_lp, top_ids, rows, *self.cache = self._run("decoder", inputs, outputs, cpu=3 if attention else 2)
         self.cached += 1
-        return top_lp.numpy(), top_ids.numpy(), attention.numpy()
+        return top_lp.numpy(), top_ids.numpy(), rows.numpy() if attention else None
 
     def _trim(self, oldest: int) -> None:
         """Drop the cache columns before the oldest running sentence's first and the source positions past

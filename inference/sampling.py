@@ -56,7 +56,7 @@ def sample(
     while running:
         tokens = np.array([[results[i].tokens[-1] if position else bos_id] for i in running], dtype=np.int64)
         positions = np.full(len(running), position, dtype=np.int64)
-        top_lp, top_ids, _ = stepper.step(tokens, positions, rows, k)
+        top_lp, top_ids, _ = stepper.step(tokens, positions, rows, k, attention=False)
         logprobs = top_lp[:, 0, :].astype(np.float64)
         weights = np.exp(logprobs)
         cumulative = np.cumsum(weights, axis=1)

@@ -291,6 +291,11 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
     return found
 
 
+def _read(outputs: tuple[Any, Any, Any], attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The step's top-k log-probs and ids, and its attention rows when asked for, to the host."""
+    return outputs[0].numpy(), outputs[1].numpy(), outputs[2].numpy() if attention else None
+
+
 class StaticState:
     """The device side of a running set (a beam_search.Stepper) in fixed-size, reused buffers (module docstring)."""
 
@@ -344,8 +349,8 @@ class StaticState:
         self.slot_of += slots
 
     def step(
-        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         engine = self.engine
         assert self.buffers is not None, "step() before admit()"
         batch, hyps = tokens.shape
@@ -385,14 +390,15 @@ class StaticState:
             if not capturing:  # a replay (or no capture at all): in the same shared entry
                 with buffers.session.run_lock:
                     buffers.session.run(bound.binding, bound.run_options)
-                    top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+                    top_lp, top_ids, rows_attention = _read(bound.outputs, attention)
         if capturing:
             with GATE.exclusive(), buffers.session.run_lock:
                 buffers.session.run(bound.binding, bound.run_options)
-                top_lp, top_ids, attention = (value.numpy() for value in bound.outputs)
+                top_lp, top_ids, rows_attention = _read(bound.outputs, attention)
         bound.runs[thread] = runs + 1
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
-        return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], attention[slots, :hyps]
+        picked = rows_attention[slots, :hyps] if rows_attention is not None else None
+        return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], picked
 
     def keep(self, sentences: np.ndarray) -> None:
         self.slot_of = [self.slot_of[i] for i in sentences.tolist()]

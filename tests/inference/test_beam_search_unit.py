@@ -47,7 +47,7 @@ class ScriptedStepper:
     def admit(self, sources: list[list[int]]) -> None:
         self.sentences = np.concatenate([self.sentences, np.arange(len(sources)) + len(self.sentences)])
 
-    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
+    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True):  # type: ignore[no-untyped-def]
         batch, hyps = tokens.shape
         assert reorder.shape == (batch * hyps,) and positions.shape == (batch,)
         self.shapes.append((batch, hyps))
@@ -120,7 +120,7 @@ class TreeStepper:
         self.running += self.ids[self.admitted : self.admitted + len(sources)]
         self.admitted += len(sources)
 
-    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int):  # type: ignore[no-untyped-def]
+    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True):  # type: ignore[no-untyped-def]
         batch, hyps = tokens.shape
         self.max_batch = max(self.max_batch, batch)
         # A sentence at position 0 starts its own prefix; the others continue the cache row ``reorder`` names.
