@@ -52,6 +52,9 @@ COMPACT_BELOW = 4
 """A set whose running sentences fill at most a quarter of its slots moves to the smallest bucket that holds them
 (when the bundle has the ``compact`` graph): a finished sentence's slot otherwise runs along until the set empties.
 A quarter, not a half, so that a set near a bucket's edge does not move back and forth as sentences come and go."""
+POOL_FREE_BYTES = 2 << 30
+"""Device memory the engine keeps in buffers no running set uses, for the next set of their sizes (2 GiB): a
+server whose sets pass through many buckets would otherwise keep one of each for good."""
 CAPTURE_RUNS = 3
 """onnxruntime's CUDA provider runs a graph id twice as usual (allocating what the graph needs) and captures it on
 the third run, per thread (its per-thread context holds the graphs): those runs of a binding on a thread enter
@@ -138,6 +141,8 @@ class Buffers:
     positions: ort.OrtValue
     reorder: ort.OrtValue
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
+    nbytes: int = 0
+    """device bytes of all the tensors"""
 
 
 class EncoderBucket:
@@ -199,6 +204,8 @@ class BufferPool:
         self._lock = threading.Lock()
         self._sessions: dict[Dims, StaticSession] = {}
         self._free: dict[Dims, list[Buffers]] = {}
+        self._free_bytes = 0
+        self._released: dict[int, Buffers] = {}  # kept buffers by id, oldest release first
         self._encoders: dict[tuple[int, int], EncoderBucket] = {}
 
     def encoder(self, batch: int, width: int) -> EncoderBucket:
@@ -215,7 +222,10 @@ class BufferPool:
         with self._lock:
             free = self._free.get(dims)
             if free:
-                return free.pop()
+                found = free.pop()
+                self._free_bytes -= found.nbytes
+                del self._released[id(found)]
+                return found
             session = self._sessions.get(dims)
         if session is None:  # opened outside the lock: it takes a while, and a duplicate is harmless
             session = StaticSession(self.engine, dims)
@@ -224,8 +234,22 @@ class BufferPool:
         return self._allocate(dims, session)
 
     def release(self, buffers: Buffers) -> None:
+        """Keep ``buffers`` for the next set of its sizes; past ``POOL_FREE_BYTES`` of kept buffers, the longest
+        unused go (their device memory freed; their bindings and graph ids go with them and are never replayed)."""
         with self._lock:
             self._free.setdefault(buffers.dims, []).append(buffers)
+            self._free_bytes += buffers.nbytes
+            self._released[id(buffers)] = buffers
+            while self._free_bytes > POOL_FREE_BYTES and self._released:
+                oldest = self._released.pop(next(iter(self._released)))
+                kept = self._free[oldest.dims]
+                kept[:] = [b for b in kept if b is not oldest]
+                self._free_bytes -= oldest.nbytes
+
+    @property
+    def free_bytes(self) -> int:
+        """Device bytes of the buffers kept for reuse."""
+        return self._free_bytes
 
     def _allocate(self, dims: Dims, session: StaticSession) -> Buffers:
         engine = self.engine
@@ -243,6 +267,7 @@ class BufferPool:
         memory += [value(cross) for _ in engine.memory_names[1:]]
         cache = np.zeros((dims.rows, heads, dims.columns, d_head), dtype=engine.float_type)
         caches = ([value(cache) for _ in engine.past_names], [value(cache) for _ in engine.past_names])
+        nbytes = dims.slots * dims.width + cross.nbytes * (len(memory) - 1) + cache.nbytes * 2 * len(engine.past_names)
         return Buffers(
             dims,
             session,
@@ -251,6 +276,7 @@ class BufferPool:
             tokens=value(np.full((dims.slots, dims.hyps), engine.bos_id, dtype=np.int64)),
             positions=value(np.zeros(dims.slots, dtype=np.int64)),
             reorder=value(np.arange(dims.rows, dtype=np.int64)),
+            nbytes=nbytes + 8 * (dims.rows + dims.slots * (dims.hyps + 1)),
         )
 
 

@@ -327,3 +327,29 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     assert bool(shrank) == (mover != "host"), moves
     if mover == "encoder buckets":  # buckets of several sizes served the admissions
         assert len(engine.static_pool._encoders) >= 2, engine.static_pool._encoders.keys()
+
+
+def test_the_static_pool_keeps_at_most_its_byte_budget_and_translates_the_same(
+    tiny_static_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Buffers no running set uses are kept for reuse up to ``POOL_FREE_BYTES``; past it the longest unused go,
+    and a later set of their sizes allocates afresh and translates the same."""
+    import inference.static_state as static_state
+
+    options = DecodeOptions(beam_size=3, max_length=24)
+    texts = TEXTS[:9]
+    batches = [texts[:1], texts[:5], texts[:9], texts[:1], texts[:5]]
+
+    def run(budget: int) -> tuple[list[list[list[int]]], int, int]:
+        monkeypatch.setattr(static_state, "POOL_FREE_BYTES", budget)
+        engine = Engine.load(tiny_static_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+        out = [[t.best.token_ids for t in engine.translate(batch, options)] for batch in batches]
+        kept = sum(len(free) for free in engine.static_pool._free.values())
+        return out, engine.static_pool.free_bytes, kept
+
+    unbounded, unbounded_bytes, unbounded_kept = run(1 << 40)
+    assert unbounded_kept >= 3  # one per bucket size the batches went through
+    budget = unbounded_bytes // 2
+    bounded, bounded_bytes, bounded_kept = run(budget)
+    assert bounded == unbounded
+    assert 0 < bounded_bytes <= budget and bounded_kept < unbounded_kept
