@@ -94,9 +94,20 @@ def _renamed(specs: list[TensorSpec], prefix: str, batch: str) -> list[TensorSpe
     return [TensorSpec(prefix + t.name, t.dtype, (batch, *t.shape[1:])) for t in specs]
 
 
+def _resized(specs: list[TensorSpec], prefix: str) -> list[TensorSpec]:
+    """``specs`` renamed with ``prefix``, their batch and source axes too (a state graph's outputs of other sizes)."""
+    return [
+        TensorSpec(
+            prefix + t.name, t.dtype, tuple(prefix + str(s) if s in ("batch", "src_len") else s for s in t.shape)
+        )
+        for t in specs
+    ]
+
+
 def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int | str = "d_head") -> GraphSpec:
     """The inputs and outputs of a bundle's ``role`` graph for a decoder of ``layers`` layers."""
     memory = _memory(layers, heads, d_head)
+    static_cache = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
     if role == "encoder":
         return GraphSpec(role, (TensorSpec("src_ids", "int64", ("batch", "src_len")),), tuple(memory))
     if role == "decoder":
@@ -116,17 +127,15 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         return GraphSpec(role, (*fixed_in, *memory, *past), (*fixed_out, *present))
     if role == "static_decoder":
         decoder = graph_spec("decoder", layers, heads, d_head)
-        cache = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
         cache_out = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("present", layers)]
-        steps_in, steps_out = decoder.inputs[: -len(cache)], decoder.outputs[: -len(cache_out)]
-        return GraphSpec(role, (*steps_in, *cache), (*steps_out, *cache_out))
+        steps_in, steps_out = decoder.inputs[: -len(static_cache)], decoder.outputs[: -len(cache_out)]
+        return GraphSpec(role, (*steps_in, *static_cache), (*steps_out, *cache_out))
     if role == "place":
         new = _renamed(memory, "new_", "new_batch")
         new = [TensorSpec(t.name, t.dtype, tuple("new_src_len" if s == "src_len" else s for s in t.shape)) for t in new]
         placed = [TensorSpec("placed_" + t.name, t.dtype, t.shape) for t in memory]
         return GraphSpec(role, (*memory, *new, TensorSpec("slots", "int64", ("new_batch",))), tuple(placed))
     if role == "grow":
-        past = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
         pads = [
             TensorSpec("mask_width_pads", "int64", (4,)),
             TensorSpec("mask_slot_pads", "int64", (4,)),
@@ -135,36 +144,22 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
             TensorSpec("cache_pads", "int64", (10,)),
             TensorSpec("cache_merge", "int64", (4,)),
         ]
-        grown = [
-            TensorSpec(
-                "grown_" + t.name,
-                t.dtype,
-                tuple("grown_" + str(s) if s in ("batch", "src_len") else s for s in t.shape),
-            )
-            for t in memory
+        grown = _resized(memory, "grown_")
+        grown += [
+            TensorSpec("grown_" + t.name, FLOAT, ("grown_rows", heads, "grown_steps", d_head)) for t in static_cache
         ]
-        grown += [TensorSpec("grown_" + t.name, FLOAT, ("grown_rows", heads, "grown_steps", d_head)) for t in past]
-        return GraphSpec(role, (*memory, *past, *pads), tuple(grown))
+        return GraphSpec(role, (*memory, *static_cache, *pads), tuple(grown))
     if role == "compact":
-        past = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("past", layers)]
         index = [TensorSpec("slot_index", "int64", ("kept",)), TensorSpec("row_index", "int64", ("kept_rows",))]
         kept = [TensorSpec("compact_" + t.name, t.dtype, ("kept", *t.shape[1:])) for t in memory]
-        kept += [TensorSpec("compact_" + t.name, FLOAT, ("kept_rows", *t.shape[1:])) for t in past]
-        return GraphSpec(role, (*memory, *past, *index), tuple(kept))
+        kept += [TensorSpec("compact_" + t.name, FLOAT, ("kept_rows", *t.shape[1:])) for t in static_cache]
+        return GraphSpec(role, (*memory, *static_cache, *index), tuple(kept))
     if role == "select":
         kept = [TensorSpec("kept_" + t.name, t.dtype, ("kept", *t.shape[1:])) for t in memory]
         return GraphSpec(role, (*memory, TensorSpec("keep", "int64", ("kept",))), tuple(kept))
     if role == "merge":
         new = _renamed(memory, "new_", "new_batch")
-        merged = [
-            TensorSpec(
-                "merged_" + t.name,
-                t.dtype,
-                tuple("merged_" + str(s) if s in ("batch", "src_len") else s for s in t.shape),
-            )
-            for t in memory
-        ]
-        return GraphSpec(role, (*memory, *new), tuple(merged))
+        return GraphSpec(role, (*memory, *new), tuple(_resized(memory, "merged_")))
     if role == "trim":
         past = [TensorSpec(n, FLOAT, ("rows", heads, "step", d_head)) for n in cache_names("past", layers)]
         cut = [TensorSpec("start", "int64", ()), TensorSpec("src_len", "int64", ())]

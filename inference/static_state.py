@@ -145,6 +145,13 @@ class Buffers:
     """device bytes of all the tensors"""
 
 
+def _captures(runs: dict[int, int], cuda_graph: bool) -> tuple[int, bool]:
+    """This thread's id, and whether its next run of a graph with these ``runs`` per thread may capture it
+    (``CAPTURE_RUNS``): then the run enters the gate exclusive. The caller records the run in ``runs``."""
+    thread = threading.get_ident()
+    return thread, cuda_graph and runs.get(thread, 0) < CAPTURE_RUNS
+
+
 class EncoderBucket:
     """The encoder opened for ``batch`` sources of ``width`` positions (EOS and padding included), its free
     dimensions fixed, reading and writing fixed buffers: on CUDA its runs are captured and replayed like the steps'
@@ -187,13 +194,12 @@ class EncoderBucket:
 
     def run(self, src: np.ndarray, cuda_graph: bool) -> None:
         """Encode ``src`` (batch, width) into ``memory``; the caller holds ``lock``."""
-        thread = threading.get_ident()
-        runs = self.runs.get(thread, 0)
+        thread, capturing = _captures(self.runs, cuda_graph)
         with GATE.shared():
             self.src.update_inplace(src)
-        with GATE.exclusive() if cuda_graph and runs < CAPTURE_RUNS else GATE.shared():
+        with GATE.exclusive() if capturing else GATE.shared():
             self.session._sess.run_with_iobinding(self.binding, self.run_options)
-        self.runs[thread] = runs + 1
+        self.runs[thread] = self.runs.get(thread, 0) + 1
 
 
 class BufferPool:
@@ -317,9 +323,12 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
     return found
 
 
-def _read(outputs: tuple[Any, Any, Any], attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The step's top-k log-probs and ids, and its attention rows when asked for, to the host."""
-    return outputs[0].numpy(), outputs[1].numpy(), outputs[2].numpy() if attention else None
+def _run(session: StaticSession, bound: _Binding, attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One step on ``bound``; the top-k log-probs and ids, and the attention rows when asked for, to the host."""
+    with session.run_lock:
+        session.run(bound.binding, bound.run_options)
+        outputs = bound.outputs
+        return outputs[0].numpy(), outputs[1].numpy(), outputs[2].numpy() if attention else None
 
 
 class StaticState:
@@ -405,23 +414,19 @@ class StaticState:
         source[fresh] = rows[fresh]
         order[rows] = source
         graph_k = min(bucket(k), engine.vocab_size)
-        thread = threading.get_ident()
         with GATE.shared():
             buffers.tokens.update_inplace(grid)
             buffers.positions.update_inplace(at)
             buffers.reorder.update_inplace(order)
             bound = _binding(engine, buffers, graph_k, self._parity)
-            runs = bound.runs.get(thread, 0)
-            capturing = engine.cuda_graph and runs < CAPTURE_RUNS
+            thread, capturing = _captures(bound.runs, engine.cuda_graph)
             if not capturing:  # a replay (or no capture at all): in the same shared entry
-                with buffers.session.run_lock:
-                    buffers.session.run(bound.binding, bound.run_options)
-                    top_lp, top_ids, rows_attention = _read(bound.outputs, attention)
+                outputs = _run(buffers.session, bound, attention)
         if capturing:
-            with GATE.exclusive(), buffers.session.run_lock:
-                buffers.session.run(bound.binding, bound.run_options)
-                top_lp, top_ids, rows_attention = _read(bound.outputs, attention)
-        bound.runs[thread] = runs + 1
+            with GATE.exclusive():
+                outputs = _run(buffers.session, bound, attention)
+        bound.runs[thread] = bound.runs.get(thread, 0) + 1
+        top_lp, top_ids, rows_attention = outputs
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
         picked = rows_attention[slots, :hyps] if rows_attention is not None else None
         return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], picked
@@ -451,13 +456,8 @@ class StaticState:
         row_index = (slot_index[:, None] * a.hyps + np.arange(a.hyps)).reshape(-1)
         with GATE.shared():
             new = engine.static_pool.acquire(b)
-            inputs: dict[str, Any] = {"slot_index": slot_index, "row_index": row_index}
-            bound: dict[str, Any] = {}
-            for name, before, after in zip(engine.memory_names, old.memory, new.memory, strict=True):
-                inputs[name], bound["compact_" + name] = before._ortvalue, after._ortvalue
-            pairs = zip(engine.past_names, old.caches[self._parity], new.caches[self._parity], strict=True)
-            for name, before, after in pairs:
-                inputs[name], bound["compact_" + name] = before._ortvalue, after._ortvalue
+            inputs, bound = self._from_to(old, new, "compact_")
+            inputs |= {"slot_index": slot_index, "row_index": row_index}
             engine.run_graph("compact", inputs, [], bound=bound)
         moved = np.zeros(a.slots, dtype=np.int64)  # old slot -> new slot; the last step's rows are read through it
         moved[self.slot_of] = np.arange(len(self.slot_of))
@@ -487,7 +487,8 @@ class StaticState:
         def ints(*values: int) -> np.ndarray:
             return np.array(values, dtype=np.int64)
 
-        inputs: dict[str, Any] = {
+        inputs, bound = self._from_to(old, new, "grown_")
+        inputs |= {
             "mask_width_pads": ints(0, 0, 0, more["width"]),
             "mask_slot_pads": ints(0, 0, more["slots"], 0),
             "memory_pads": ints(0, 0, 0, 0, more["slots"], 0, more["width"], 0),
@@ -496,13 +497,19 @@ class StaticState:
             "cache_pads": ints(0, 0, 0, more["columns"], 0, more["slots"], more["hyps"], 0, 0, 0),
             "cache_merge": ints(b.rows, heads, b.columns, d_head),
         }
-        bound: dict[str, Any] = {}
-        for name, before, after in zip(engine.memory_names, old.memory, new.memory, strict=True):
-            inputs[name], bound["grown_" + name] = before._ortvalue, after._ortvalue
-        pairs = zip(engine.past_names, old.caches[self._parity], new.caches[self._parity], strict=True)
-        for name, before, after in pairs:
-            inputs[name], bound["grown_" + name] = before._ortvalue, after._ortvalue
         engine.run_graph("grow", inputs, [], bound=bound)
+
+    def _from_to(self, old: Buffers, new: Buffers, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A state graph's inputs, the old buffers' memory and current cache, and its outputs (``prefix`` + name)
+        bound to the new buffers' own."""
+        engine, parity = self.engine, self._parity
+        inputs: dict[str, Any] = {}
+        bound: dict[str, Any] = {}
+        names = [*engine.memory_names, *engine.past_names]
+        olds, news = [*old.memory, *old.caches[parity]], [*new.memory, *new.caches[parity]]
+        for name, before, after in zip(names, olds, news, strict=True):
+            inputs[name], bound[prefix + name] = before._ortvalue, after._ortvalue
+        return inputs, bound
 
     def _copy_state(self, old: Buffers | None, new: Buffers) -> None:
         if old is None:
