@@ -51,11 +51,13 @@ from bench.loadtools import (
 
 
 def server_flag(option: str) -> list[str]:
-    """``admit-every=4`` -> ``["--admit-every", "4"]`` (a server name's ``:flag=value`` suffix); "" -> []."""
-    if not option:
-        return []
-    flag, _, value = option.partition("=")
-    return [f"--{flag}", value] if value else [f"--{flag}"]
+    """``admit-every=4`` -> ``["--admit-every", "4"]`` (a server name's ``:flag=value`` suffix, several joined
+    by ``+``: ``static-step+inflight-batches=1``); "" -> []."""
+    flags: list[str] = []
+    for one in filter(None, option.split("+")):
+        flag, _, value = one.partition("=")
+        flags += [f"--{flag}", value] if value else [f"--{flag}"]
+    return flags
 
 
 def histogram_totals(metrics: str, name: str) -> tuple[float, float]:
@@ -277,6 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,4,16,32", help="concurrent clients, comma separated")
     parser.add_argument("--requests", type=int, default=96, help="requests answered per level")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds per level at most")
+    parser.add_argument(
+        "--warmup-requests",
+        type=int,
+        default=0,
+        help="requests each server answers at the highest level before the first measured one, not counted "
+        "(with --static-step on a GPU: its buckets' sessions opened and their CUDA graphs captured)",
+    )
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -304,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         default="batch,off",
         help="servers to measure, in order: batch (the batch scheduler, the default), continuous "
         "(--scheduler continuous), off (batch scheduler, one sentence a batch); each may add one server flag, "
-        "e.g. continuous:admit-every=4",
+        "e.g. continuous:admit-every=4, or several joined by + (continuous:static-step+inflight-batches=1)",
     )
     parser.add_argument(
         "--mixed",
@@ -381,6 +390,19 @@ def main(argv: list[str] | None = None) -> int:
             log_path = Path(tmp) / f"{name}.log"
             try:  # a server that cannot start (or dies) is reported, and the next one still measured
                 with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
+                    if args.warmup_requests:
+                        run_loop(
+                            closed_loop(
+                                server.url,
+                                sentences,
+                                max(levels),
+                                args.warmup_requests,
+                                args.beam,
+                                args.deadline,
+                                server.pid,
+                                whole=args.mixed,
+                            )
+                        )
                     for clients in levels:
                         level = run_loop(
                             closed_loop(
@@ -427,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": model_text,
         "input": args.input,
         "requests_per_level": args.requests,
+        "warmup_requests": args.warmup_requests,
         "beam": args.beam,
         "threads": args.threads,
         "max_wait_ms": args.max_wait_ms,

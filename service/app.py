@@ -85,6 +85,22 @@ def engine_threads(settings: Settings) -> int:
     return max(1, usable_cpus() // max(1, settings.inflight_batches))
 
 
+CPU_BATCH_LIMITS = (4096, 64)
+GPU_BATCH_LIMITS = (16384, 128)
+"""(tokens, sentences) of a batch or running set when ``MT_MAX_BATCH_TOKENS`` / ``_SENTENCES`` are -1. On an H200
+the server's running sets were held to about 42 sentences by the CPU's 4096 tokens (news sentences of up to ~100
+pieces) while the engine alone was fastest at batch 256 (docs/scheduler.md)."""
+
+
+def batch_limits(settings: Settings) -> tuple[int, int]:
+    """``MT_MAX_BATCH_TOKENS`` and ``MT_MAX_BATCH_SENTENCES`` with -1 resolved for the provider."""
+    tokens, sentences = GPU_BATCH_LIMITS if on_gpu(settings) else CPU_BATCH_LIMITS
+    return (
+        settings.max_batch_tokens if settings.max_batch_tokens > 0 else tokens,
+        settings.max_batch_sentences if settings.max_batch_sentences > 0 else sentences,
+    )
+
+
 def refill_limit(settings: Settings) -> int | None:
     """``MT_REFILL_AT`` with -1 resolved: 2 on the CPU, no limit on a GPU (docs/scheduler.md)."""
     if settings.refill_at >= 0:
@@ -137,9 +153,10 @@ def create_app(
         metrics.model_ready.labels(slot.name).set(0)
         for result in ("success", "failure"):
             metrics.reloads.labels(slot.name, result)
+    max_tokens, max_sentences = batch_limits(settings)
     limits = BatchLimits(
-        max_tokens=settings.max_batch_tokens,
-        max_sentences=settings.max_batch_sentences,
+        max_tokens=max_tokens,
+        max_sentences=max_sentences,
         max_wait_s=settings.max_wait_ms / 1000,
         max_queue=settings.max_queue,
         inflight=settings.inflight_batches,
@@ -150,14 +167,22 @@ def create_app(
     kind = scheduler_kind(settings)
     if kind == "continuous":
         log.info(
-            "scheduler: continuous batching (%s), %d running sets, refill at %s, admit by length %s",
+            "scheduler: continuous batching (%s), %d running sets of at most %d sentences and %d tokens, refill at "
+            "%s, admit by length %s",
             settings.scheduler,
             settings.inflight_batches,
+            max_sentences,
+            max_tokens,
             "any size" if limits.refill_at is None else limits.refill_at,
             "on" if limits.admit_by_length else "off",
         )
     else:
-        log.info("scheduler: whole batches, %d in flight", settings.inflight_batches)
+        log.info(
+            "scheduler: whole batches of at most %d sentences and %d tokens, %d in flight",
+            max_sentences,
+            max_tokens,
+            settings.inflight_batches,
+        )
     service = ServiceState(
         settings=settings,
         metrics=metrics,

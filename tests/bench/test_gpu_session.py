@@ -130,7 +130,7 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
     _parse_each(commands, monkeypatch)
     gpu = [w for w in commands if w[0] == "gpu"]
     systems = {s for w in gpu for s in w[w.index("--systems") + 1].split(",")}
-    assert {"cuda-fp32", "cuda-fp16-static", "cuda-fp16w-static"} <= systems  # fp16 against fp32, CUDA graphs
+    assert {"cuda-fp32", "cuda-fp16-static", "cuda-fp32-static"} <= systems  # fp16 against fp32, CUDA graphs
     assert any("1" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 1 ms a sentence
     assert any("128" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 128 tok/s
     assert any("--random" in w and w[w.index("--random") + 1] == "base" for w in gpu)  # the base preset

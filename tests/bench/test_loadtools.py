@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.load import cpu_split
+from bench.load import cpu_split, server_flag
 from bench.loadtools import report_path, thread_cpu_seconds, write_report
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -96,3 +96,9 @@ def test_stdlib_docs_sentences_are_prose_and_the_same_every_time() -> None:
         assert not any(c in sentence for c in "|=<>{}[]_"), sentence
     assert stdlib_sentences(120) == sentences
     assert stdlib_sentences(120, seed=2) != sentences
+
+
+def test_server_names_carry_one_or_several_flags() -> None:
+    assert server_flag("") == []
+    assert server_flag("static-step") == ["--static-step"]
+    assert server_flag("static-step+inflight-batches=1") == ["--static-step", "--inflight-batches", "1"]

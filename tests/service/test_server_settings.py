@@ -43,7 +43,21 @@ def test_help_lists_every_flag_with_its_variable(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     for flag, env in [("--bundle", "MT_BUNDLE"), ("--max-wait-ms", "MT_MAX_WAIT_MS")]:
         assert flag in out and env in out
-    assert "default: 4096" in out
+    assert "default: 8000" in out
+
+
+def test_batch_limits_default_to_the_providers_and_keep_what_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """-1: the CPU's 4096 tokens and 64 sentences, or the GPU's larger ones; a value set is kept on either."""
+    import service.app as app
+
+    for gpu, expected in [(False, app.CPU_BATCH_LIMITS), (True, app.GPU_BATCH_LIMITS)]:
+        monkeypatch.setattr(app, "on_gpu", lambda settings, gpu=gpu: gpu)
+        assert app.batch_limits(Settings()) == expected
+        assert app.batch_limits(Settings(max_batch_tokens=512, max_batch_sentences=8)) == (512, 8)
+        assert app.batch_limits(Settings(max_batch_sentences=8)) == (expected[0], 8)
+    assert app.GPU_BATCH_LIMITS[0] > app.CPU_BATCH_LIMITS[0] and app.GPU_BATCH_LIMITS[1] > app.CPU_BATCH_LIMITS[1]
+    with pytest.raises(ValueError, match="admits nothing"):
+        Settings(max_batch_sentences=0)
 
 
 def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
