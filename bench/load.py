@@ -48,6 +48,12 @@ from bench.loadtools import (
     thread_cpu_seconds,
     write_report,
 )
+from service.settings import GPU_DEFAULTS
+
+
+def server_option(name: str) -> str:
+    """A setting's command-line flag: ``max_batch_tokens`` -> ``--max-batch-tokens``."""
+    return "--" + name.replace("_", "-")
 
 
 def server_flag(option: str) -> list[str]:
@@ -200,6 +206,10 @@ async def closed_loop(
         (sum0, count0), (sum1, count1) = histogram_totals(before, name), histogram_totals(after, name)
         return sum1 - sum0, count1 - count0
 
+    def gained(name: str) -> float:  # how much a gauge that only grows gained during the level
+        return (metric(after, name) or 0.0) - (metric(before, name) or 0.0)
+
+    static_kinds = ("decoder", "encoder", "buffers")
     sentences, batches = grown("mt_batch_size_sentences")
     step_s, steps = grown("mt_step_duration_seconds")
     admit_s, admissions = grown("mt_admit_duration_seconds")
@@ -221,6 +231,9 @@ async def closed_loop(
         "step_s": step_s,
         "admissions": admissions,
         "admit_s": admit_s,
+        # --static-step: sessions and buffer sets opened, and CUDA graphs captured, during the level
+        "static_opened": sum(gained(f'mt_static_opened{{kind="{kind}"}}') for kind in static_kinds),
+        "captures": gained("mt_cuda_graph_captures"),
         "client_cpu_s": client_cpu,
         "server_loop_cpu_s": loop_cpu,
         "server_other_cpu_s": other_cpu,
@@ -381,8 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--provider", args.provider, "--log-level", "warning"]
-            if args.fake_gpu:  # the fake engine stands for a GPU: a GPU's refill policy (no limit), not the CPU's
+            if args.fake_gpu:  # the fake engine stands for a GPU: a GPU's defaults (service/app.py), not the CPU's
                 flags += ["--refill-at", "1024"]
+                flags += [word for name, value in GPU_DEFAULTS.items() for word in (server_option(name), str(value))]
             flags += [*inflight, *extra, *shlex.split(args.server_args)]
             if args.also_serve:  # more models in the server (memory as deployed); requests go to --bundle's
                 flags += ["--bundles", ",".join([args.bundle, *args.also_serve])]
@@ -514,17 +528,20 @@ def main(argv: list[str] | None = None) -> int:
         worker_table = [
             "The continuous scheduler's running sets (from /metrics: mt_step_duration_seconds, a decoder step with "
             "its beam search; mt_admit_duration_seconds, an admission: encoder and merge), and the worker "
-            "seconds spent in both per second of the level:",
+            "seconds spent in both per second of the level; with --static-step, the sessions and buffer sets it "
+            "opened (mt_static_opened) and the CUDA graphs it captured (mt_cuda_graph_captures) during the level:",
             "",
-            "| server | clients | steps/s | mean step ms | admissions per step | mean admission ms | busy workers |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "| server | clients | steps/s | mean step ms | admissions per step | mean admission ms | busy workers "
+            "| static opened | captures |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name, r in stepped:
             steps, admissions = r["steps"], r["admissions"]
             worker_table.append(
                 f"| {name} | {r['clients']} | {steps / r['seconds']:.0f} | {1000 * r['step_s'] / steps:.2f} | "
                 f"{admissions / steps:.2f} | {1000 * r['admit_s'] / admissions if admissions else 0:.2f} | "
-                f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} |"
+                f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} | {r.get('static_opened', 0):.0f} | "
+                f"{r.get('captures', 0):.0f} |"
             )
         worker_table.append("")
     out = Path(args.out)

@@ -28,6 +28,7 @@ it is slower there than ``DeviceState`` (attention over the whole bucket), so th
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from dataclasses import dataclass, field
@@ -59,6 +60,12 @@ CAPTURE_RUNS = 3
 """onnxruntime's CUDA provider runs a graph id twice as usual (allocating what the graph needs) and captures it on
 the third run, per thread (its per-thread context holds the graphs): those runs of a binding on a thread enter
 the process's capture gate exclusive (inference/capture.py), the later ones, replays, shared."""
+
+
+OPENED: collections.Counter[str] = collections.Counter()
+"""Static sessions opened in this process so far: ``"decoder"`` (one per ``Dims``), ``"encoder"`` (one per encoder
+bucket), and ``"buffers"``, the sets of device buffers allocated (each binds and captures its own graphs). With
+``GATE.captures`` they say whether a server under load still opens and captures (service/metrics.py)."""
 
 
 def bucket(n: int, least: int = 1) -> int:
@@ -103,6 +110,7 @@ class StaticSession:
             options.enable_mem_pattern = False
             providers[0] = (providers[0], {"enable_cuda_graph": "1"})
         self.session = ort.InferenceSession(str(engine.static_decoder_path), options, providers=providers)
+        OPENED["decoder"] += 1
         self.raw = self.session._sess
         self.run = self.raw.run_with_iobinding
         """How a step runs (bench/profile_decode.py wraps it to time the steps apart from the host's work)."""
@@ -171,6 +179,7 @@ class EncoderBucket:
         heads, d_head = int(arch["n_heads"]), int(arch["d_head"])
         with GATE.shared():  # the session's weights and the buffers go to the device
             session = ort.InferenceSession(str(engine.encoder_path), options, providers=providers)
+            OPENED["encoder"] += 1
             self.src = ort.OrtValue.ortvalue_from_shape_and_type([batch, width], np.int64, *engine.device)
             self.memory = [ort.OrtValue.ortvalue_from_shape_and_type([batch, width], np.bool_, *engine.device)]
             self.memory += [
@@ -258,6 +267,7 @@ class BufferPool:
         return self._free_bytes
 
     def _allocate(self, dims: Dims, session: StaticSession) -> Buffers:
+        OPENED["buffers"] += 1
         engine = self.engine
         arch = engine.manifest["architecture"]
         heads, d_head = int(arch["n_heads"]), int(arch["d_head"])

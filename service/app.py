@@ -28,7 +28,7 @@ from service.middleware import RequestContext
 from service.models import Models, bundle_paths
 from service.routes import admin, health, libretranslate, translate
 from service.scheduler import Scheduler
-from service.settings import Settings
+from service.settings import CPU_DEFAULTS, GPU_DEFAULTS, Settings
 
 log = logging.getLogger(__name__)
 
@@ -75,30 +75,25 @@ def usable_cpus() -> int:
     return max(1, cpus)
 
 
+def resolve(settings: Settings) -> Settings:
+    """``settings`` with every -1 (the provider's default) replaced by the value for where the engine runs;
+    ``MT_THREADS`` 0 and ``MT_REFILL_AT`` -1 are resolved by :func:`engine_threads` and :func:`refill_limit`."""
+    defaults = GPU_DEFAULTS if on_gpu(settings) else CPU_DEFAULTS
+    if scheduler_kind(settings) == "batch":
+        defaults = {**defaults, "inflight_batches": CPU_DEFAULTS["inflight_batches"]}
+    update = {name: value for name, value in defaults.items() if getattr(settings, name) == -1}
+    return settings.model_copy(update=update) if update else settings
+
+
 def engine_threads(settings: Settings) -> int:
-    """``MT_THREADS`` with 0 resolved. On the CPU: the usable CPUs shared out among the batches that decode at
-    once (``MT_INFLIGHT_BATCHES``), at least 1 each, so that they never ask for more threads than there are
-    cores; on 2 cores that is 1 thread a batch, which served more than 2 in 14 of 16 comparisons
-    (docs/scheduler.md, "One thread a batch in flight"). With a shared pool or on a GPU: onnxruntime's default."""
+    """``MT_THREADS`` with 0 resolved (of resolved ``settings``). On the CPU: the usable CPUs shared out among the
+    batches that decode at once (``MT_INFLIGHT_BATCHES``), at least 1 each, so that they never ask for more
+    threads than there are cores; on 2 cores that is 1 thread a batch, which served more than 2 in 14 of 16
+    comparisons (docs/scheduler.md, "One thread a batch in flight"). With a shared pool or on a GPU:
+    onnxruntime's default."""
     if settings.threads or settings.shared_pool or on_gpu(settings):
         return settings.threads
     return max(1, usable_cpus() // max(1, settings.inflight_batches))
-
-
-CPU_BATCH_LIMITS = (4096, 64)
-GPU_BATCH_LIMITS = (16384, 128)
-"""(tokens, sentences) of a batch or running set when ``MT_MAX_BATCH_TOKENS`` / ``_SENTENCES`` are -1. On an H200
-the server's running sets were held to about 42 sentences by the CPU's 4096 tokens (news sentences of up to ~100
-pieces) while the engine alone was fastest at batch 256 (docs/scheduler.md)."""
-
-
-def batch_limits(settings: Settings) -> tuple[int, int]:
-    """``MT_MAX_BATCH_TOKENS`` and ``MT_MAX_BATCH_SENTENCES`` with -1 resolved for the provider."""
-    tokens, sentences = GPU_BATCH_LIMITS if on_gpu(settings) else CPU_BATCH_LIMITS
-    return (
-        settings.max_batch_tokens if settings.max_batch_tokens > 0 else tokens,
-        settings.max_batch_sentences if settings.max_batch_sentences > 0 else sentences,
-    )
 
 
 def refill_limit(settings: Settings) -> int | None:
@@ -133,7 +128,7 @@ def create_app(
     ``on_fatal`` is called with the reason if a model's first load fails (``python -m service`` then
     exits non-zero). Bundles that cannot be served together raise ConfigurationError.
     """
-    settings = settings or Settings()
+    settings = resolve(settings or Settings())
     metrics = Metrics()
     for reason in ERROR_CODES:
         metrics.errors.labels(reason)  # export zeros, so rate() works from the first error on
@@ -153,10 +148,9 @@ def create_app(
         metrics.model_ready.labels(slot.name).set(0)
         for result in ("success", "failure"):
             metrics.reloads.labels(slot.name, result)
-    max_tokens, max_sentences = batch_limits(settings)
     limits = BatchLimits(
-        max_tokens=max_tokens,
-        max_sentences=max_sentences,
+        max_tokens=settings.max_batch_tokens,
+        max_sentences=settings.max_batch_sentences,
         max_wait_s=settings.max_wait_ms / 1000,
         max_queue=settings.max_queue,
         inflight=settings.inflight_batches,
@@ -171,16 +165,16 @@ def create_app(
             "%s, admit by length %s",
             settings.scheduler,
             settings.inflight_batches,
-            max_sentences,
-            max_tokens,
+            settings.max_batch_sentences,
+            settings.max_batch_tokens,
             "any size" if limits.refill_at is None else limits.refill_at,
             "on" if limits.admit_by_length else "off",
         )
     else:
         log.info(
             "scheduler: whole batches of at most %d sentences and %d tokens, %d in flight",
-            max_sentences,
-            max_tokens,
+            settings.max_batch_sentences,
+            settings.max_batch_tokens,
             settings.inflight_batches,
         )
     service = ServiceState(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 from importlib import metadata
 from typing import Any
@@ -17,6 +18,9 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from inference.capture import GATE
+from inference.static_state import OPENED
 
 # A health check answers in milliseconds; a long text at beam 4 on two CPU cores in tens of seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
@@ -155,6 +159,20 @@ class Metrics:
             ["version", "python", "onnxruntime"],
             registry=r,
         ).labels(_version("transformer-mt"), platform.python_version(), _onnxruntime_version()).set(1)
+        static = Gauge(
+            "mt_static_opened",
+            "With --static-step: sessions and buffer sets opened so far by kind (decoder: a bucket's step; encoder: "
+            "an admission bucket; buffers: a set's device tensors, each capturing its own CUDA graphs).",
+            ["kind"],
+            registry=r,
+        )
+        for kind in ("decoder", "encoder", "buffers"):
+            static.labels(kind).set_function(functools.partial(OPENED.__getitem__, kind))
+        Gauge(
+            "mt_cuda_graph_captures",
+            "Runs so far that entered the capture gate exclusive: CUDA graph captures (inference/capture.py).",
+            registry=r,
+        ).set_function(lambda: float(GATE.captures))
         ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
         PlatformCollector(registry=r)  # python_info
 

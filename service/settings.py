@@ -18,6 +18,15 @@ Provider = Literal["auto", "cpu", "cuda"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 
+CPU_DEFAULTS = {"max_batch_tokens": 4096, "max_batch_sentences": 64, "admit_every": 1, "inflight_batches": 2}
+GPU_DEFAULTS = {"max_batch_tokens": 16384, "max_batch_sentences": 128, "admit_every": 8, "inflight_batches": 1}
+"""What -1 stands for, by provider (service/app.py, ``resolve``). On an H200 (docs/scheduler.md, "Measured on an
+H200"): the CPU's 4096 tokens held the continuous server's running sets to about 42 news sentences while the engine
+alone was fastest at batch 256, and one running set admitting every 8 steps served 1.32x (64 clients) and 1.18x
+(128) the sentences/s of two sets admitting at every step. The batch scheduler keeps 2 batches in flight on a GPU
+(not measured with 1)."""
+
+
 class Settings(BaseSettings):
     """Every knob of the server, with its default; environment ``MT_<FIELD>`` (``MT_MAX_QUEUE``)."""
 
@@ -75,12 +84,13 @@ class Settings(BaseSettings):
         "auto: continuous (measured against batch on the CPU and a GPU in docs/scheduler.md).",
     )
     inflight_batches: int = Field(
-        2,
-        ge=1,
+        -1,
+        ge=-1,
         le=8,
         description="Batches (or running sets, with the continuous scheduler) decoding at once on the one "
-        "engine: 2 keeps the cores busy while one's beam search works between graph calls "
-        "(docs/reports/load/report.md).",
+        "engine; -1: 2 on the CPU, where one's graph call keeps the cores busy while another's beam search works "
+        "(docs/reports/load/report.md), and on a GPU 1 with the continuous scheduler, which served more there "
+        "(docs/scheduler.md), 2 with the batch scheduler.",
     )
     graphs: str = Field(
         "auto",
@@ -94,15 +104,16 @@ class Settings(BaseSettings):
         False,
         description="Decode with fixed-shape state, each decoder step replayed as a CUDA graph on a GPU "
         "(inference/static_state.py); the bundle's GPU graphs must have been exported with --static-step. "
-        "Not yet measured on a GPU, so off by default (docs/inference-core.md).",
+        "Off by default: on an H200 the engine alone decoded faster with it, but the server served less "
+        "(docs/inference-core.md).",
     )
     admit_every: int = Field(
-        1,
-        ge=1,
+        -1,
+        ge=-1,
         le=64,
         description="Continuous scheduler: a running set admits waiting sentences at most every N decoder steps "
         "(at once when it is empty or when they fill its free room), so one encoder call serves several "
-        "arrivals; 1 admits at every step (docs/scheduler.md).",
+        "arrivals; 1 admits at every step; -1: 1 on the CPU, 8 on a GPU (docs/scheduler.md).",
     )
     refill_at: int = Field(
         -1,
@@ -175,11 +186,11 @@ class Settings(BaseSettings):
     log_level: LogLevel = Field("info", description="Log level of the JSON logs on stderr.")
     debug: bool = Field(False, description="Log request texts too (never do this with private data).")
 
-    @field_validator("max_batch_tokens", "max_batch_sentences")
+    @field_validator("max_batch_tokens", "max_batch_sentences", "inflight_batches", "admit_every")
     @classmethod
     def _a_budget(cls, value: int) -> int:
         if value == 0:
-            raise ValueError("0 admits nothing: give a positive budget, or -1 for the provider's default")
+            raise ValueError("0 is not a size or a count: give a positive one, or -1 for the provider's default")
         return value
 
     @field_validator("cors_origins", "bundles", mode="before")

@@ -278,8 +278,13 @@ def test_static_step_server_answers_like_the_default_one(
         with ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda t: translate(static, t)["translations"][0]["text"], texts))
         mid_run = metric(static, "mt_admitted_mid_run_sentences_total")
+        opened = {kind: metric(static, f'mt_static_opened{{kind="{kind}"}}') for kind in ("decoder", "buffers")}
+        captures = metric(static, "mt_cuda_graph_captures")
     assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
     assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"
+    # the warm-up's and the requests' buckets: at least one step session, and buffers for each; no capture on a CPU
+    assert opened["decoder"] >= 1 and opened["buffers"] >= opened["decoder"] and captures == 0, opened
+    assert metric(real, 'mt_static_opened{kind="decoder"}') == 0  # the default server opens none
     log = (tmp_path / "static.log").read_text()
     assert "static-shape steps" in log and "(one pool for the process)" in log
 

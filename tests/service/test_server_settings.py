@@ -46,18 +46,30 @@ def test_help_lists_every_flag_with_its_variable(capsys: pytest.CaptureFixture[s
     assert "default: 8000" in out
 
 
-def test_batch_limits_default_to_the_providers_and_keep_what_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    """-1: the CPU's 4096 tokens and 64 sentences, or the GPU's larger ones; a value set is kept on either."""
+def test_provider_defaults_resolve_by_where_the_engine_runs_and_keep_what_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """-1: the CPU's batch limits, admissions and running sets, or the GPU's; a value set is kept on either; the
+    batch scheduler keeps two batches in flight on a GPU too."""
     import service.app as app
 
-    for gpu, expected in [(False, app.CPU_BATCH_LIMITS), (True, app.GPU_BATCH_LIMITS)]:
+    for gpu, expected in [(False, app.CPU_DEFAULTS), (True, app.GPU_DEFAULTS)]:
         monkeypatch.setattr(app, "on_gpu", lambda settings, gpu=gpu: gpu)
-        assert app.batch_limits(Settings()) == expected
-        assert app.batch_limits(Settings(max_batch_tokens=512, max_batch_sentences=8)) == (512, 8)
-        assert app.batch_limits(Settings(max_batch_sentences=8)) == (expected[0], 8)
-    assert app.GPU_BATCH_LIMITS[0] > app.CPU_BATCH_LIMITS[0] and app.GPU_BATCH_LIMITS[1] > app.CPU_BATCH_LIMITS[1]
-    with pytest.raises(ValueError, match="admits nothing"):
-        Settings(max_batch_sentences=0)
+        resolved = app.resolve(Settings())
+        assert {name: getattr(resolved, name) for name in expected} == expected
+        kept = app.resolve(Settings(max_batch_tokens=512, max_batch_sentences=8, admit_every=3, inflight_batches=4))
+        assert (kept.max_batch_tokens, kept.max_batch_sentences, kept.admit_every, kept.inflight_batches) == (
+            512,
+            8,
+            3,
+            4,
+        )
+        assert app.resolve(Settings(max_batch_sentences=8)).max_batch_tokens == expected["max_batch_tokens"]
+        assert app.resolve(Settings(scheduler="batch")).inflight_batches == 2
+    assert app.GPU_DEFAULTS["max_batch_tokens"] > app.CPU_DEFAULTS["max_batch_tokens"]
+    for name in app.CPU_DEFAULTS:
+        with pytest.raises(ValueError, match="not a size or a count"):
+            Settings(**{name: 0})
 
 
 def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
@@ -78,13 +90,13 @@ def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
     quota.write_text("250000 100000\n")  # a limit of 2.5 CPUs
     assert app.usable_cpus() == 3
     cpu = {"provider": "cpu"}
-    assert app.engine_threads(Settings(**cpu)) == 1  # 3 CPUs, 2 batches in flight
+    assert app.engine_threads(app.resolve(Settings(**cpu))) == 1  # 3 CPUs, 2 batches in flight
     assert app.engine_threads(Settings(**cpu, inflight_batches=1)) == 3
     quota.write_text("max 100000\n")
-    assert app.engine_threads(Settings(**cpu)) == 8
+    assert app.engine_threads(app.resolve(Settings(**cpu))) == 8
     assert app.engine_threads(Settings(**cpu, inflight_batches=8)) == 2
     quota.write_text("50000 100000\n")  # half a CPU: one thread even for two batches
-    assert (app.usable_cpus(), app.engine_threads(Settings(**cpu))) == (1, 1)
+    assert (app.usable_cpus(), app.engine_threads(app.resolve(Settings(**cpu)))) == (1, 1)
     assert app.engine_threads(Settings(**cpu, threads=6)) == 6  # set: kept
     assert app.engine_threads(Settings(**cpu, shared_pool=True)) == 0  # the pool's size is onnxruntime's
 
