@@ -61,3 +61,30 @@ def test_long_text_splits_in_linear_time() -> None:
 def test_language_codes_fall_back_to_english_rules() -> None:
     assert supported_language("de-AT") == "de"
     assert supported_language("xx") == "en"
+
+
+@pytest.mark.parametrize("language", ["en", "de", "fr", "es", "el", "hi"])
+def test_lines_kept_whole_without_pysbd_are_what_pysbd_keeps_whole(language: str) -> None:
+    """The fast path (core/sentences.py, ``_one_sentence``) against pysbd itself, the independent reference:
+    random lines of words, inside marks and closing runs split the same both ways, and the lines that take the
+    fast path are most of the one-sentence ones (else the test tests nothing)."""
+    import random
+
+    import core.sentences as sentences
+
+    rng = random.Random(language)
+    words = ["Hello", "world", "Straße", "naïve", "café", "42", "3,5", "Dr", "U.S", "e.g", "i", "a", "b", "München"]
+    words += ["über", "x1", "ok", "1)", "(see", "this)", "σπίτι", "नमस्ते", "“quoted”", "it’s", "CO2", "#tag", "50%"]
+    inside = [" ", " ", " ", ", ", "; ", ": ", " - ", " – ", " / ", " & ", " 'q' ", ' "q" ', " «q» ", " . ", "? ", "! "]
+    ends = ["", ".", "!", "?", "...", "…", '."', "?)", ".’", "!?", ". ", ".]", ")"]
+    plain_words = [w for w in words if all(c.isalnum() or c in "’“”#%," for c in w)]
+    plain_inside = [i for i in inside if not set(i) & set(".?!")]
+    fast = 0
+    for n in range(1000):
+        w, i = (plain_words, plain_inside) if n % 2 else (words, inside)  # half the lines likely one sentence
+        line = rng.choice(w) + "".join(rng.choice(i) + rng.choice(w) for _ in range(rng.randint(0, 12)))
+        line += rng.choice(ends)
+        expected = [line[s:e] for s, e in sentences._line_spans(line, sentences.supported_language(language))]
+        assert split_sentences(line, language).sentences == expected, line
+        fast += sentences._one_sentence(line.strip()) and language != "el"
+    assert language == "el" or fast > 80, fast
