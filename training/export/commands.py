@@ -1,4 +1,4 @@
-"""``python -m training export`` and ``import-bundle``: their arguments, and handlers that load the export
+"""``python -m training export``, ``import-bundle`` and ``graft``: their arguments, and handlers that load the export
 machinery (torch, onnx, onnxruntime) only when they run."""
 
 from __future__ import annotations
@@ -160,6 +160,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing bundle in OUT_DIR")
     p.set_defaults(func=_run)
     _register_import(subparsers)
+    _register_graft(subparsers)
 
 
 def _run_import(args: argparse.Namespace) -> int:
@@ -186,3 +187,25 @@ def _register_import(subparsers: Any) -> None:
         "float model than int8 main graphs (the shipped models: import with --graphs cuda to re-export their GPU set)",
     )
     p.set_defaults(func=_run_import)
+
+
+def _run_graft(args: argparse.Namespace) -> int:
+    from training.export.graft import graft
+
+    variant = graft(args.source, args.target, args.set)
+    print(json.dumps({"grafted": args.set, "into": args.target, "variant": variant}, indent=2))
+    return 0
+
+
+def _register_graft(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "graft",
+        help="replace a bundle's graph set (cuda) with another bundle's, e.g. a shipped model's GPU set re-exported",
+        description="Copy SOURCE's graph set into TARGET in place of TARGET's own, and rewrite TARGET's manifest "
+        "(variants and checksums). Both must be the same model (architecture, special ids, vocabulary); TARGET's "
+        "other graphs are not touched. How to re-export a shipped GPU set: docs/bundle.md.",
+    )
+    p.add_argument("source", help="bundle holding the new graph set (python -m training export ... --gpu-dtype)")
+    p.add_argument("target", help="bundle to change in place")
+    p.add_argument("--set", default="cuda", help="the graph set to replace (default: cuda)")
+    p.set_defaults(func=_run_graft)
