@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 IDLE_EXIT_S = 1.0
 """A worker with nothing to do for this long exits; the next request starts a new one."""
+ROOM_SHARE = 4
+"""With ``admit_every`` > 1, waiting sentences that fill a running set's free room are admitted at once only while
+that room is at least a quarter of the set (``_admission_due``)."""
 
 
 class RunningSet(Protocol):
@@ -213,15 +216,18 @@ class Scheduler(QueueBound):
 
     def _admission_due(self, lane: _Lane, items: dict[Hashable, _Item], since_admit: int) -> bool:
         """Whether a running set takes in waiting sentences before this step (under the lock): every
-        ``admit_every`` steps, and at once when it is empty or the waiting sentences fill its free room."""
+        ``admit_every`` steps, and at once when it is empty or the waiting sentences fill its free room, if that
+        room is at least ``1 / ROOM_SHARE`` of the set (an admission costs about a step whatever its size, so a
+        nearly full set waits for its next turn instead of admitting a few at every step)."""
         every, refill_at = self.limits.admit_every, self.limits.refill_at
         if items and refill_at is not None and len(items) > refill_at:
             return False
+        room = self.limits.max_sentences - len(items)
         return (
             every <= 1
             or not items
             or since_admit >= every - 1
-            or len(lane.waiting) >= self.limits.max_sentences - len(items)
+            or (len(lane.waiting) >= room and room * ROOM_SHARE >= self.limits.max_sentences)
         )
 
     def _has_waiting(self, lane: _Lane) -> bool:

@@ -386,3 +386,38 @@ def test_admitting_by_length_counts_the_set_and_skips_the_abandoned() -> None:
     scheduler, lane, items = _waiting([30, 2])
     running = {0: _Item(items[0].job, 0, [5] * 11, 12, GREEDY, -1.0, key=0)}
     assert scheduler._take(lane, running) == [] and len(lane.waiting) == 2
+
+
+@pytest.mark.parametrize("room_share", [4, 10**6])
+def test_a_nearly_full_set_admits_on_its_turn_not_at_every_arrival(
+    room_share: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """admit_every=4 and a set of 8 held 7 long sentences: short arrivals about one a step fill its one free slot.
+    With ROOM_SHARE 4 the set admits them on its turns (every 4 steps; an admission costs about a step). With the
+    rule off (a huge share: any waiting sentences that fill the room are admitted at once) it admits nearly at
+    every arrival, which is what made the server on an H200 admit at half of its steps at 128 clients."""
+    import service.scheduler as scheduler
+
+    monkeypatch.setattr(scheduler, "ROOM_SHARE", room_share)
+    e = engine(steps_per_word=1, step_s=0.004)
+    arrivals = [f"s{i} t{i}" for i in range(12)]
+
+    async def body(s: Scheduler) -> list[str]:
+        longs = [asyncio.create_task(s.translate(e, [e.tokenize(words(60, 3 + i))], GREEDY, 10)) for i in range(7)]
+        await asyncio.sleep(0.02)
+        tasks = []
+        for text in arrivals:
+            tasks.append(asyncio.create_task(s.translate(e, [e.tokenize(text)], GREEDY, 10)))
+            await asyncio.sleep(0.004)
+        answers = [t.best.text for [t] in await asyncio.gather(*tasks)]
+        await asyncio.gather(*longs)
+        return answers
+
+    answers = run(BatchLimits(inflight=1, admit_every=4, max_sentences=8), body)
+    assert answers == [" ".join(reversed(text.split())) for text in arrivals]
+    steps = admission_steps(e.batches)[1:]  # after the long sentences' own admission
+    gaps = [b - a for a, b in zip(steps, steps[1:], strict=False)]
+    if room_share == 4:
+        assert min(gaps) >= 4, steps
+    else:
+        assert min(gaps) < 4, steps
