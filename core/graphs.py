@@ -37,6 +37,17 @@ each new one; ``row_index``: the old cache row of each new one), so that a set w
 computing their free slots; without it the set keeps its size."""
 
 
+PACKED_STEP_IDS = "step_ids"
+"""A static_decoder exported since session 25 (2026-11-26) takes ``tokens``, ``positions`` and ``reorder`` as this
+one int64 vector, ``tokens`` flattened (``rows``), then ``positions`` (``batch``), then ``reorder`` (``rows``):
+``2 * rows + batch`` long, its dimension ``PACKED_LEN``. One copy from the host a step instead of three (on an
+H200 each ``update_inplace`` cost about 23 µs of a 0.43 ms batch-1 step, docs/inference-core.md)."""
+PACKED_TOPK = "topk"
+"""... and returns ``topk_logprobs`` and ``topk_ids`` as this one float32 tensor (batch, hyps, 2, k): the
+log-probs, then the ids as floats (exact below 2**24). One copy to the host a step instead of two."""
+PACKED_LEN = "packed"
+
+
 def cache_names(prefix: str, layers: int) -> list[str]:
     """Per-layer key/value tensors: ``prefix`` "past" (decoder inputs) or "present" (decoder outputs), each
     (rows, heads, steps, d_head), or "cross" (encoder outputs, decoder inputs), each (batch, heads, src_len,

@@ -29,7 +29,7 @@ import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
 from core.bundle import BundleError, graph_files, read_manifest
-from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
+from core.graphs import GRAPHS, PACKED_STEP_IDS, STATIC_EXTRAS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
@@ -335,6 +335,9 @@ class Engine:
         self.cuda_graph = False
         """Static steps are captured and replayed as CUDA graphs (static_step on CUDA)."""
         self.static_decoder_path: Path | None = None
+        self.static_packed = False
+        """The static decoder takes its step inputs as one vector and returns its top-k as one tensor
+        (core/graphs.py ``PACKED_STEP_IDS``; exports since session 25)."""
         self.encoder_path: Path | None = None
         self.static_encoder = False
         """Static admissions run the encoder in fixed-size buckets whose runs are captured as CUDA graphs
@@ -422,6 +425,8 @@ class Engine:
         if static_step:
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
+            listed = manifest["variants"][variant]["graphs"] if variant else manifest["graphs"]
+            engine.static_packed = PACKED_STEP_IDS in listed["static_decoder"]["inputs"]
             engine.encoder_path = bundle / files["encoder"]
             engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
             if engine.cuda_graph and engine.k_shape == ():

@@ -38,6 +38,7 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
+from core.graphs import PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK
 from inference.capture import GATE
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class StaticSession:
             ("rows", dims.rows),
             ("src_len", dims.width),
             ("steps", dims.columns),
+            (PACKED_LEN, 2 * dims.rows + dims.slots),
         ):
             options.add_free_dimension_override_by_name(name, value)
         providers: list[Any] = list(engine.providers)
@@ -131,7 +133,7 @@ class StaticSession:
 class _Binding:
     binding: Any
     run_options: Any
-    outputs: tuple[Any, Any, Any]  # top-k log-probs, top-k ids, attention: device OrtValues
+    outputs: tuple[Any, ...]  # device OrtValues: top-k log-probs, top-k ids, attention; or packed top-k, attention
     k: np.ndarray  # the bound k, kept alive
     runs: dict[int, int] = field(default_factory=dict)
     """runs so far per thread (``threading.get_ident``): which runs may capture (``CAPTURE_RUNS``)"""
@@ -145,9 +147,9 @@ class Buffers:
     session: StaticSession
     memory: list[ort.OrtValue]
     caches: tuple[list[ort.OrtValue], list[ort.OrtValue]]
-    tokens: ort.OrtValue
-    positions: ort.OrtValue
-    reorder: ort.OrtValue
+    steps: list[tuple[str, ort.OrtValue]]
+    """the step's host-written inputs by name: ``step_ids`` (a packed static decoder), or tokens, positions and
+    reorder"""
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
     nbytes: int = 0
     """device bytes of all the tensors"""
@@ -289,11 +291,19 @@ class BufferPool:
             session,
             memory,
             caches,
-            tokens=value(np.full((dims.slots, dims.hyps), engine.bos_id, dtype=np.int64)),
-            positions=value(np.zeros(dims.slots, dtype=np.int64)),
-            reorder=value(np.arange(dims.rows, dtype=np.int64)),
-            nbytes=nbytes + 8 * (dims.rows + dims.slots * (dims.hyps + 1)),
+            steps=_step_inputs(engine, dims, value),
+            nbytes=nbytes + 8 * (2 * dims.rows + dims.slots),
         )
+
+
+def _step_inputs(engine: Engine, dims: Dims, value: Any) -> list[tuple[str, ort.OrtValue]]:
+    tokens = np.full(dims.rows, engine.bos_id, dtype=np.int64)
+    positions, reorder = np.zeros(dims.slots, dtype=np.int64), np.arange(dims.rows, dtype=np.int64)
+    if engine.static_packed:
+        return [(PACKED_STEP_IDS, value(np.concatenate((tokens, positions, reorder))))]
+    return [("tokens", value(tokens.reshape(dims.slots, dims.hyps))), ("positions", value(positions))] + [
+        ("reorder", value(reorder))
+    ]
 
 
 def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
@@ -302,9 +312,8 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
         return found
     dims, session = buffers.dims, buffers.session
     binding = _C.SessionIOBinding(session.raw)
-    binding.bind_ortvalue_input("tokens", buffers.tokens._ortvalue)
-    binding.bind_ortvalue_input("positions", buffers.positions._ortvalue)
-    binding.bind_ortvalue_input("reorder", buffers.reorder._ortvalue)
+    for name, value in buffers.steps:
+        binding.bind_ortvalue_input(name, value._ortvalue)
     k_value = np.full(engine.k_shape, k, dtype=np.int64)  # TopK reads k on the host, on CUDA too
     binding.bind_input("k", k_value)
     for name, value in zip(engine.memory_names, buffers.memory, strict=True):
@@ -317,12 +326,14 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
     def out(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, *engine.device)
 
-    outputs = (
-        out((dims.slots, dims.hyps, k), np.float32),
-        out((dims.slots, dims.hyps, k), np.int64),
-        out((dims.slots, dims.hyps, dims.width), np.float32),
-    )
-    for name, value in zip(("topk_logprobs", "topk_ids", "attention"), outputs, strict=True):
+    attention = out((dims.slots, dims.hyps, dims.width), np.float32)
+    if engine.static_packed:
+        outputs: tuple[Any, ...] = (out((dims.slots, dims.hyps, 2, k), np.float32), attention)
+        names: tuple[str, ...] = (PACKED_TOPK, "attention")
+    else:
+        outputs = (out((dims.slots, dims.hyps, k), np.float32), out((dims.slots, dims.hyps, k), np.int64), attention)
+        names = ("topk_logprobs", "topk_ids", "attention")
+    for name, value in zip(names, outputs, strict=True):
         binding.bind_ortvalue_output(name, value._ortvalue)
     run_options = None
     if engine.cuda_graph:
@@ -338,7 +349,11 @@ def _run(session: StaticSession, bound: _Binding, attention: bool) -> tuple[np.n
     with session.run_lock:
         session.run(bound.binding, bound.run_options)
         outputs = bound.outputs
-        return outputs[0].numpy(), outputs[1].numpy(), outputs[2].numpy() if attention else None
+        rows = outputs[-1].numpy() if attention else None
+        if len(outputs) == 2:  # packed: log-probs and ids (as floats) in one read
+            topk = outputs[0].numpy()
+            return topk[:, :, 0], topk[:, :, 1].astype(np.int64), rows
+        return outputs[0].numpy(), outputs[1].numpy(), rows
 
 
 class StaticState:
@@ -425,9 +440,11 @@ class StaticState:
         order[rows] = source
         graph_k = min(bucket(k), engine.vocab_size)
         with GATE.shared():
-            buffers.tokens.update_inplace(grid)
-            buffers.positions.update_inplace(at)
-            buffers.reorder.update_inplace(order)
+            if engine.static_packed:
+                buffers.steps[0][1].update_inplace(np.concatenate((grid.reshape(-1), at, order)))
+            else:
+                for (_, value), host in zip(buffers.steps, (grid, at, order), strict=True):
+                    value.update_inplace(host)
             bound = _binding(engine, buffers, graph_k, self._parity)
             thread, capturing = _captures(bound.runs, engine.cuda_graph)
             if not capturing:  # a replay (or no capture at all): in the same shared entry

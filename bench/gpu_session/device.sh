@@ -42,7 +42,7 @@ case "$step" in
     # batch 1 ms a sentence, batch 128 tok/s, fp16 against fp32 (speed and identical outputs), CUDA graphs, fused
     timeout 150 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
       --batch-sizes 1,128 --sentences 128 --repeats 2 \
-      --systems cuda-fp32,cuda-fp16,cuda-fp32-static,cuda-fp16-static,cuda-fp16w-fused-static \
+      --systems cuda-fp32,cuda-fp16,cuda-fp32-static,cuda-fp16-static,cuda-fp16-fused-static \
       --out "$OUT/targets" 2>&1 | quiet
     # the base preset at batch 32 (>= 11,000 tok/s asked)
     [ -d /tmp/model/base-vocab ] && timeout 60 python3 -m bench gpu --random base --vocab /tmp/model/base-vocab \

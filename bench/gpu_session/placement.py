@@ -60,7 +60,7 @@ def main() -> int:
     report: dict[str, object] = {"onnxruntime": ort.__version__, "graphs": {}}
     roles = ["encoder", "decoder", "merge", "select", "trim"]
     roles += [role for role in ("static_decoder", "place") if (folder / f"{role}.onnx").exists()]
-    fixed = {"batch": 32, "hyps": 4, "rows": 128, "src_len": 32, "steps": 32}
+    fixed = {"batch": 32, "hyps": 4, "rows": 128, "src_len": 32, "steps": 32, "packed": 2 * 128 + 32}
     for role in roles:
         with tempfile.TemporaryDirectory() as tmp:
             options = ort.SessionOptions()

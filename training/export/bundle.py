@@ -39,7 +39,7 @@ from training.export.common import (
     ExportError,
 )
 from training.export.parity import check_parity
-from training.export.trace import trace_graphs, write_graphs
+from training.export.trace import pack_static_io, trace_graphs, write_graphs
 from training.export.writer import check_target, tensor_specs
 from training.export.writer import manifest as build_manifest
 from training.model import Transformer
@@ -61,6 +61,7 @@ def export_bundle(
     attention_layer: int = -1,
     gpu_dtype: str = "none",
     static_step: bool = False,
+    pack_static_step: bool = True,
     attention: str = "plain",
     gpu_attention: str = "plain",
     scores: dict[str, Any] | None = None,
@@ -74,7 +75,9 @@ def export_bundle(
 
     The bundle is assembled in a sibling temporary directory and moved into place only once the parity
     check has passed, so ``out_dir`` never holds half a bundle. ``static_step`` adds the static-shape graphs
-    (static_decoder, place) to the GPU set, for the engine's ``static_step`` mode (docs/inference-core.md).
+    (static_decoder, place) to the GPU set, for the engine's ``static_step`` mode (docs/inference-core.md); its
+    step inputs and top-k packed (core/graphs.py ``PACKED_STEP_IDS``) unless ``pack_static_step`` is off (the layout
+    of exports before session 25, which the engine still serves).
     ``attention`` / ``gpu_attention``: how the main graphs / the GPU set compute attention, ``plain`` ONNX
     operators or ``fused`` onnxruntime kernels (training/fused.py). ``int8-static`` quantizations calibrate on
     ``calibration_sentences`` sentences of ``calibration`` (a TSV or one sentence a line; default: the file the
@@ -145,6 +148,8 @@ def export_bundle(
                 pack_encoder=False,
             )
             write_graphs(model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
+            if static_step and pack_static_step:  # after the dtype conversion: the ids never pass through fp16
+                pack_static_io(bundle / GPU_VARIANT / GRAPH_FILES["static_decoder"])
             shutil.rmtree(gpu_fp32_dir)
         shutil.rmtree(fp32_dir, ignore_errors=True)
         write_vocab_files(vocab_files, bundle)

@@ -13,7 +13,7 @@ import onnx
 import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
-from core.graphs import FLOAT, STATIC_EXTRAS, TensorSpec
+from core.graphs import FLOAT, PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK, STATIC_EXTRAS, TensorSpec
 from training.export import static_int8
 from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
@@ -92,6 +92,70 @@ def trace_graphs(
             drop_unused_outputs(graph)
             fuse_skip_layer_norm(graph)
         onnx.save(graph, str(path))
+
+
+def pack_static_io(path: Path) -> None:
+    """The static decoder at ``path`` rewritten to take ``tokens``, ``positions`` and ``reorder`` as one vector and
+    to return its top-k log-probs and ids as one tensor (core/graphs.py ``PACKED_STEP_IDS``, ``PACKED_TOPK``): a
+    step then costs one copy from the host and one back instead of three and two. The sizes come from the cache
+    and the source mask, so with the bucket's free dimensions fixed they fold to constants. Run on the graph as
+    written to the bundle (its weights in ``weights.bin`` stay untouched): after an fp16 conversion, which would
+    pass the ids through float16 (exact only to 2048)."""
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    graph = model.graph
+    unpacked = ("tokens", "positions", "reorder")
+    kept_inputs = [i for i in graph.input if i.name not in unpacked]
+    if len(kept_inputs) != len(graph.input) - 3:
+        raise ValueError(f"{path}: expected inputs {unpacked} to pack, found {[i.name for i in graph.input]}")
+    cache = next(i.name for i in graph.input if i.name.startswith("past_k_"))
+
+    def const(name: str, values: list[int]) -> str:
+        graph.initializer.append(helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+        return name
+
+    zero, one, first, last = (
+        const("pack_zero", [0]),
+        const("pack_one", [1]),
+        const("pack_axis0", [0]),
+        const("pack_end", [2**62]),
+    )
+    nodes = [
+        helper.make_node("Shape", [cache], ["pack_cache_shape"]),
+        helper.make_node("Gather", ["pack_cache_shape", zero], ["pack_rows"], axis=0),
+        helper.make_node("Shape", ["src_mask"], ["pack_mask_shape"]),
+        helper.make_node("Gather", ["pack_mask_shape", zero], ["pack_batch"], axis=0),
+        helper.make_node("Add", ["pack_rows", "pack_batch"], ["pack_rows_batch"]),
+        helper.make_node("Slice", [PACKED_STEP_IDS, zero, "pack_rows", first, one], ["pack_tokens"]),
+        helper.make_node("Concat", ["pack_batch", const("pack_minus_one", [-1])], ["pack_token_shape"], axis=0),
+        helper.make_node("Reshape", ["pack_tokens", "pack_token_shape"], ["tokens"]),
+        helper.make_node("Slice", [PACKED_STEP_IDS, "pack_rows", "pack_rows_batch", first, one], ["positions"]),
+        helper.make_node("Slice", [PACKED_STEP_IDS, "pack_rows_batch", last, first, one], ["reorder"]),
+    ]
+    outputs = {o.name: o for o in graph.output}
+    if "topk_logprobs" not in outputs or "topk_ids" not in outputs:
+        raise ValueError(f"{path}: no topk_logprobs and topk_ids outputs to pack")
+    axis = const("pack_axis2", [2])
+    nodes_out = [
+        helper.make_node("Cast", ["topk_logprobs"], ["pack_lp"], name="pack_out_lp", to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["topk_ids"], ["pack_ids"], name="pack_out_ids", to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["pack_lp", axis], ["pack_lp_2"], name="pack_out_lp_2"),
+        helper.make_node("Unsqueeze", ["pack_ids", axis], ["pack_ids_2"], name="pack_out_ids_2"),
+        helper.make_node("Concat", ["pack_lp_2", "pack_ids_2"], [PACKED_TOPK], name="pack_out_topk", axis=2),
+    ]
+    rest = [o for o in graph.output if o.name not in ("topk_logprobs", "topk_ids")]
+    topk = helper.make_tensor_value_info(PACKED_TOPK, TensorProto.FLOAT, ["batch", "hyps", 2, "k"])
+    step_ids = helper.make_tensor_value_info(PACKED_STEP_IDS, TensorProto.INT64, [PACKED_LEN])
+    new_nodes = nodes + list(graph.node) + nodes_out
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    del graph.input[:]
+    graph.input.extend([step_ids, *kept_inputs])
+    del graph.output[:]
+    graph.output.extend([topk, *rest])
+    onnx.save(model, str(path))
+    onnx.checker.check_model(str(path))
 
 
 def k_on_the_host(model: onnx.ModelProto) -> None:

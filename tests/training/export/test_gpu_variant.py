@@ -141,7 +141,7 @@ def test_static_step_graphs_are_listed_and_fold_to_fixed_shapes(tiny_static_bund
         options = ort.SessionOptions()
         options.optimized_model_filepath = str(tiny_static_bundle.parent / f"optimized-{fixed}.onnx")
         if fixed:
-            for name, size in {"batch": 2, "hyps": 4, "rows": 8, "src_len": 16, "steps": 32}.items():
+            for name, size in {"batch": 2, "hyps": 4, "rows": 8, "src_len": 16, "steps": 32, "packed": 18}.items():
                 options.add_free_dimension_override_by_name(name, size)
         static_decoder = str(tiny_static_bundle / files["static_decoder"])
         ort.InferenceSession(static_decoder, options, providers=["CPUExecutionProvider"])
@@ -236,3 +236,28 @@ def test_bundles_whose_decoder_takes_a_scalar_k_still_translate(tiny_bundle: Pat
     assert [t.best.text for t in engine.translate(texts, options)] == [
         t.best.text for t in expected.translate(texts, options)
     ]
+
+
+def test_packed_and_unpacked_static_steps_translate_alike(
+    tiny_checkpoint: Path, tiny_static_bundle: Path, tmp_path: Path
+) -> None:
+    """Exports since session 25 pack the static step's three host inputs into one vector and its top-k into one
+    tensor (one copy each way a step); a bundle with the earlier layout still decodes, the same tokens."""
+    from training.export import export_bundle
+
+    unpacked = tmp_path / "unpacked"
+    meta = {"name": "tiny-reverse", "version": "1", "source_language": "en", "target_language": "de"}
+    export_bundle(tiny_checkpoint, unpacked, **meta, gpu_dtype="fp32", static_step=True, pack_static_step=False)  # type: ignore[arg-type]
+    listed = {
+        b: read_manifest(b)["variants"]["cuda"]["graphs"]["static_decoder"] for b in (tiny_static_bundle, unpacked)
+    }
+    assert "step_ids" in listed[tiny_static_bundle]["inputs"] and "topk" in listed[tiny_static_bundle]["outputs"]
+    assert {"tokens", "positions", "reorder"} <= set(listed[unpacked]["inputs"])
+    texts = ["a b c d", "c c a", "b a", "d d d c b a"]
+    options = DecodeOptions(beam_size=3, max_length=12)
+    got = {}
+    for bundle in (tiny_static_bundle, unpacked):
+        engine = Engine.load(bundle, provider="cpu", threads=1, static_step=True)
+        assert engine.static_packed == (bundle == tiny_static_bundle)
+        got[bundle] = [t.best.token_ids for t in engine.translate(texts, options)]
+    assert got[tiny_static_bundle] == got[unpacked]
