@@ -56,7 +56,7 @@ def test_each_command_module_registers_what_the_cli_lists() -> None:
             registered[name] = module.__name__
     listed = set(subcommands(build_parser()))
     assert set(registered) <= listed
-    assert {"build-corpus", "build-monolingual", "export", "import-bundle", "import-marian"} <= set(registered)
+    assert {"build-corpus", "build-monolingual", "export", "import-bundle", "import-marian", "graft"} <= set(registered)
 
 
 HEAVY = ("torch", "onnx", "onnxruntime", "polib", "lingua", "matplotlib")
