@@ -3,6 +3,7 @@
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
 #   device.sh targets         join the parts, install, and measure every #23 / #24 target in one run (at most
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
+#   device.sh profile-server  after targets: py-spy stacks of the server's threads under 128 clients (2 files)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
@@ -15,7 +16,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | batch1 | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | batch1 | profile-server | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -98,5 +99,21 @@ case "$step" in
     timeout 150 "${L[@]}" --mixed --levels 64 --servers continuous,continuous:static-step --out "$OUT/load-mixed" 2>&1 \
       | quiet | tail -30
     rm -f "$OUT"/*.png ;;
+  profile-server)
+    # Run 3 after targets (nothing carried; timeout_s 150): where the server's worker spends a step on the GPU.
+    # py-spy (staged with the wheels) samples the server under 128 clients twice: every thread with its idle
+    # time (waits for the GIL and for the GPU show), then only threads holding the GIL. Summarize here with
+    # python bench/gpu_session/stacks.py OUT/server-idle.txt --under Scheduler._work
+    . /tmp/gpu-env.sh
+    (timeout 120 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
+      --requests 20000 --warmup-requests 512 --deadline 60 --levels 128 --servers continuous \
+      --out /tmp/profile-load 2>&1) > /tmp/profile-load.txt &
+    for _ in $(seq 60); do PID=$(pgrep -f "m service --host" | head -1); [ -n "$PID" ] && break; sleep 1; done
+    sleep 25  # bench load measures the engine alone first, then the warm-up requests
+    SPY=/tmp/site/bin/py-spy
+    $SPY record --pid "$PID" --idle --nonblocking --duration 15 --rate 200 --format raw -o "$OUT/server-idle.txt" 2>&1 | tail -2
+    $SPY record --pid "$PID" --gil --nonblocking --duration 10 --rate 200 --format raw -o "$OUT/server-gil.txt" 2>&1 | tail -2
+    grep -E "raw engine" /tmp/profile-load.txt | head -1
+    pkill -f "bench load --bundle /tmp/bundle"; pkill -f "m service --host"; wait ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac

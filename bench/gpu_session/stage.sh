@@ -7,7 +7,9 @@
 # time (the machine's start included), the two first runs:
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
-#   run 3, with 4 minutes left: bash bench/gpu_session/device.sh batch1   (nothing carried), timeout_s 200
+#   run 3, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
+#     (where the server's worker spends a step: py-spy stacks; session 25 ran batch1 there, and the targets run
+#     took 253 s of its 590, so both may fit)
 # and with more time, instead of run 2:
 #   run 2: bash bench/gpu_session/device.sh measure-engine   carry [".gpu/p2", ".gpu/whl", ".gpu/model"]
 #   run 3: bash bench/gpu_session/device.sh measure-more     (nothing carried: /tmp holds what run 2 set up)
@@ -42,7 +44,7 @@ pins=$($PY - <<'PY'
 import importlib.metadata as m
 names = ["fastapi", "fastapi-offline", "starlette", "pydantic", "pydantic-core", "pydantic-settings", "python-dotenv",
          "uvicorn", "annotated-types", "annotated-doc", "typing-inspection", "typing-extensions", "httptools",
-         "pysbd", "opentelemetry-api", "polib", "tqdm"]
+         "pysbd", "opentelemetry-api", "polib", "tqdm", "py-spy"]
 pins = []
 for name in names:
     try:

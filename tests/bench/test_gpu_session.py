@@ -143,3 +143,12 @@ def test_the_batch1_run_takes_arguments_the_bench_takes(monkeypatch: pytest.Monk
     commands = device_commands("batch1")
     assert [words[0] for words in commands] == ["ort-beam-search"]
     _parse_each(commands, monkeypatch)
+
+
+def test_the_profile_server_run_takes_arguments_the_bench_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device.sh profile-server: its load runs long enough for py-spy's 25 s of samples, and parses as written."""
+    commands = device_commands("profile-server")
+    assert [words[0] for words in commands] == ["load"]
+    _parse_each(commands, monkeypatch)
+    (load,) = commands
+    assert load[load.index("--levels") + 1] == "128" and int(load[load.index("--requests") + 1]) >= 10_000
