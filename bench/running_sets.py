@@ -52,9 +52,11 @@ class Meter:
                 self.seconds[role] += time.perf_counter() - started
                 self.calls[role] += 1
 
-        def counted(state: DeviceState, tokens: Any, positions: Any, reorder: Any, k: int, *rest: Any) -> Any:
+        def counted(
+            state: DeviceState, tokens: Any, positions: Any, reorder: Any, k: int, *rest: Any, **kw: Any
+        ) -> Any:
             self.cells += reorder.size * state.cached
-            return step(state, tokens, positions, reorder, k, *rest)
+            return step(state, tokens, positions, reorder, k, *rest, **kw)
 
         engine.run_graph = timed  # type: ignore[method-assign]
         DeviceState.step = counted  # type: ignore[method-assign]
