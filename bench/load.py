@@ -48,6 +48,7 @@ from bench.loadtools import (
     thread_cpu_seconds,
     write_report,
 )
+from inference.static_state import OPENED_KINDS
 from service.settings import GPU_DEFAULTS
 
 
@@ -209,7 +210,6 @@ async def closed_loop(
     def gained(name: str) -> float:  # how much a gauge that only grows gained during the level
         return (metric(after, name) or 0.0) - (metric(before, name) or 0.0)
 
-    static_kinds = ("decoder", "encoder", "buffers")
     sentences, batches = grown("mt_batch_size_sentences")
     step_s, steps = grown("mt_step_duration_seconds")
     admit_s, admissions = grown("mt_admit_duration_seconds")
@@ -232,7 +232,7 @@ async def closed_loop(
         "admissions": admissions,
         "admit_s": admit_s,
         # --static-step: sessions and buffer sets opened, and CUDA graphs captured, during the level
-        "static_opened": sum(gained(f'mt_static_opened{{kind="{kind}"}}') for kind in static_kinds),
+        "static_opened": sum(gained(f'mt_static_opened{{kind="{kind}"}}') for kind in OPENED_KINDS),
         "captures": gained("mt_cuda_graph_captures"),
         "client_cpu_s": client_cpu,
         "server_loop_cpu_s": loop_cpu,
@@ -404,32 +404,19 @@ def main(argv: list[str] | None = None) -> int:
             log_path = Path(tmp) / f"{name}.log"
             try:  # a server that cannot start (or dies) is reported, and the next one still measured
                 with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
+                    url, pid = server.url, server.pid
+
+                    def load(clients: int, requests: int, url: str = url, pid: int = pid) -> dict[str, Any]:
+                        return run_loop(
+                            closed_loop(
+                                url, sentences, clients, requests, args.beam, args.deadline, pid, whole=args.mixed
+                            )
+                        )
+
                     if args.warmup_requests:
-                        run_loop(
-                            closed_loop(
-                                server.url,
-                                sentences,
-                                max(levels),
-                                args.warmup_requests,
-                                args.beam,
-                                args.deadline,
-                                server.pid,
-                                whole=args.mixed,
-                            )
-                        )
+                        load(max(levels), args.warmup_requests)
                     for clients in levels:
-                        level = run_loop(
-                            closed_loop(
-                                server.url,
-                                sentences,
-                                clients,
-                                args.requests,
-                                args.beam,
-                                args.deadline,
-                                server.pid,
-                                whole=args.mixed,
-                            )
-                        )
+                        level = load(clients, args.requests)
                         batch = max(1, round(level["mean_batch"]))
                         level["engine_batch"] = batch
                         level["engine_sentences_per_s"] = engine_rate(engine, ids, batch, args.beam, args.requests)

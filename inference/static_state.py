@@ -63,10 +63,12 @@ the third run, per thread (its per-thread context holds the graphs): those runs 
 the process's capture gate exclusive (inference/capture.py), the later ones, replays, shared."""
 
 
+OPENED_KINDS = ("decoder", "encoder", "buffers")
 OPENED: collections.Counter[str] = collections.Counter()
-"""Static sessions opened in this process so far: ``"decoder"`` (one per ``Dims``), ``"encoder"`` (one per encoder
-bucket), and ``"buffers"``, the sets of device buffers allocated (each binds and captures its own graphs). With
-``GATE.captures`` they say whether a server under load still opens and captures (service/metrics.py)."""
+"""Static sessions opened in this process so far, by ``OPENED_KINDS``: ``"decoder"`` (one per ``Dims``),
+``"encoder"`` (one per encoder bucket), and ``"buffers"``, the sets of device buffers allocated (each binds and
+captures its own graphs). With ``GATE.captures`` they say whether a server under load still opens and captures
+(service/metrics.py)."""
 
 
 def bucket(n: int, least: int = 1) -> int:
@@ -301,9 +303,8 @@ def _step_inputs(engine: Engine, dims: Dims, value: Any) -> list[tuple[str, ort.
     positions, reorder = np.zeros(dims.slots, dtype=np.int64), np.arange(dims.rows, dtype=np.int64)
     if engine.static_packed:
         return [(PACKED_STEP_IDS, value(np.concatenate((tokens, positions, reorder))))]
-    return [("tokens", value(tokens.reshape(dims.slots, dims.hyps))), ("positions", value(positions))] + [
-        ("reorder", value(reorder))
-    ]
+    grid = tokens.reshape(dims.slots, dims.hyps)
+    return [("tokens", value(grid)), ("positions", value(positions)), ("reorder", value(reorder))]
 
 
 def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:

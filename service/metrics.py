@@ -20,7 +20,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from inference.capture import GATE
-from inference.static_state import OPENED
+from inference.static_state import OPENED, OPENED_KINDS
 
 # A health check answers in milliseconds; a long text at beam 4 on two CPU cores in tens of seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
@@ -166,7 +166,7 @@ class Metrics:
             ["kind"],
             registry=r,
         )
-        for kind in ("decoder", "encoder", "buffers"):
+        for kind in OPENED_KINDS:
             static.labels(kind).set_function(functools.partial(OPENED.__getitem__, kind))
         Gauge(
             "mt_cuda_graph_captures",

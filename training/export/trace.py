@@ -115,34 +115,28 @@ def pack_static_io(path: Path) -> None:
         graph.initializer.append(helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
         return name
 
-    zero, one, first, last = (
-        const("pack_zero", [0]),
-        const("pack_one", [1]),
-        const("pack_axis0", [0]),
-        const("pack_end", [2**62]),
-    )
-    nodes = [
+    zero, one, last = const("pack_zero", [0]), const("pack_one", [1]), const("pack_end", [2**62])
+    nodes = [  # zero is also every Slice's axis
         helper.make_node("Shape", [cache], ["pack_cache_shape"]),
         helper.make_node("Gather", ["pack_cache_shape", zero], ["pack_rows"], axis=0),
         helper.make_node("Shape", ["src_mask"], ["pack_mask_shape"]),
         helper.make_node("Gather", ["pack_mask_shape", zero], ["pack_batch"], axis=0),
         helper.make_node("Add", ["pack_rows", "pack_batch"], ["pack_rows_batch"]),
-        helper.make_node("Slice", [PACKED_STEP_IDS, zero, "pack_rows", first, one], ["pack_tokens"]),
+        helper.make_node("Slice", [PACKED_STEP_IDS, zero, "pack_rows", zero, one], ["pack_tokens"]),
         helper.make_node("Concat", ["pack_batch", const("pack_minus_one", [-1])], ["pack_token_shape"], axis=0),
         helper.make_node("Reshape", ["pack_tokens", "pack_token_shape"], ["tokens"]),
-        helper.make_node("Slice", [PACKED_STEP_IDS, "pack_rows", "pack_rows_batch", first, one], ["positions"]),
-        helper.make_node("Slice", [PACKED_STEP_IDS, "pack_rows_batch", last, first, one], ["reorder"]),
+        helper.make_node("Slice", [PACKED_STEP_IDS, "pack_rows", "pack_rows_batch", zero, one], ["positions"]),
+        helper.make_node("Slice", [PACKED_STEP_IDS, "pack_rows_batch", last, zero, one], ["reorder"]),
     ]
-    outputs = {o.name: o for o in graph.output}
-    if "topk_logprobs" not in outputs or "topk_ids" not in outputs:
+    if not {"topk_logprobs", "topk_ids"} <= {o.name for o in graph.output}:
         raise ValueError(f"{path}: no topk_logprobs and topk_ids outputs to pack")
     axis = const("pack_axis2", [2])
     nodes_out = [
-        helper.make_node("Cast", ["topk_logprobs"], ["pack_lp"], name="pack_out_lp", to=TensorProto.FLOAT),
-        helper.make_node("Cast", ["topk_ids"], ["pack_ids"], name="pack_out_ids", to=TensorProto.FLOAT),
-        helper.make_node("Unsqueeze", ["pack_lp", axis], ["pack_lp_2"], name="pack_out_lp_2"),
-        helper.make_node("Unsqueeze", ["pack_ids", axis], ["pack_ids_2"], name="pack_out_ids_2"),
-        helper.make_node("Concat", ["pack_lp_2", "pack_ids_2"], [PACKED_TOPK], name="pack_out_topk", axis=2),
+        helper.make_node("Cast", ["topk_logprobs"], ["pack_lp"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["topk_ids"], ["pack_ids"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["pack_lp", axis], ["pack_lp_2"]),
+        helper.make_node("Unsqueeze", ["pack_ids", axis], ["pack_ids_2"]),
+        helper.make_node("Concat", ["pack_lp_2", "pack_ids_2"], [PACKED_TOPK], axis=2),
     ]
     rest = [o for o in graph.output if o.name not in ("topk_logprobs", "topk_ids")]
     topk = helper.make_tensor_value_info(PACKED_TOPK, TensorProto.FLOAT, ["batch", "hyps", 2, "k"])
