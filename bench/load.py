@@ -316,10 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--fake-costs",
-        choices=["h100", "step-only"],
+        choices=["h100", "step-only", "none"],
         default="h100",
         help="with --fake-gpu: h100, the costs measured on an H100 in 2026-11 (steps, the beam search's Python, "
-        "encoder calls, select calls); step-only, the first calibration (decoder steps only)",
+        "encoder calls, select calls); step-only, the first calibration (decoder steps only); none, an engine that "
+        "costs nothing (each sentence done at its first step): what the server itself costs per request",
     )
     parser.add_argument(
         "--servers",
@@ -363,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fake_gpu:
         from testkit.fake_engine import GPU_LIKE, GPU_LIKE_STEP_ONLY, FakeLoader, write_fake_bundle
 
-        costs = GPU_LIKE if args.fake_costs == "h100" else GPU_LIKE_STEP_ONLY
+        costs = {"h100": GPU_LIKE, "step-only": GPU_LIKE_STEP_ONLY, "none": {}}[args.fake_costs]
         args.bundle = str(write_fake_bundle(Path(work.name) / "fake-gpu", **costs, max_source_pieces=255))
         engine = FakeLoader()(Path(args.bundle), provider="cpu", threads=args.threads)
     else:
@@ -437,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} failed: {failed[name]}", flush=True)
     manifest = engine.manifest
     if args.fake_gpu:
-        bundle_text, model_text = "the fake engine with H100-like step costs", str(manifest.get("fake"))
+        costs_text = "no costs" if args.fake_costs == "none" else "H100-like step costs"
+        bundle_text, model_text = f"the fake engine with {costs_text}", str(manifest.get("fake"))
     else:
         arch = manifest["architecture"]
         bundle_text = (

@@ -21,11 +21,12 @@ from fastapi.staticfiles import StaticFiles
 
 from service.batcher import Batcher, BatchLimits
 from service.deps import ServiceState
+from service.engine_process import EngineProcess, bundle_front
 from service.errors import ERROR_CODES, install_error_handlers
 from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext
-from service.models import Models, bundle_paths
+from service.models import ConfigurationError, Models, bundle_paths
 from service.routes import admin, health, libretranslate, translate
 from service.scheduler import Scheduler
 from service.settings import CPU_DEFAULTS, GPU_DEFAULTS, Settings
@@ -132,7 +133,8 @@ def create_app(
     metrics = Metrics()
     for reason in ERROR_CODES:
         metrics.errors.labels(reason)  # export zeros, so rate() works from the first error on
-    if engine_loader is load_engine:  # a test's own loader has no such options
+    real = engine_loader is load_engine
+    if real:  # a test's own loader has no such options
         engine_loader = functools.partial(
             load_engine,
             static_step=settings.static_step,
@@ -143,11 +145,6 @@ def create_app(
     threads = engine_threads(settings)
     if threads != settings.threads:
         log.info("onnxruntime threads: %d for each of the %d batches in flight", threads, settings.inflight_batches)
-    models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
-    for slot in models.slots:
-        metrics.model_ready.labels(slot.name).set(0)
-        for result in ("success", "failure"):
-            metrics.reloads.labels(slot.name, result)
     limits = BatchLimits(
         max_tokens=settings.max_batch_tokens,
         max_sentences=settings.max_batch_sentences,
@@ -159,11 +156,25 @@ def create_app(
         admit_by_length=settings.admit_by_length,
     )
     kind = scheduler_kind(settings)
+    remote = None
+    if settings.engine_process:
+        if kind != "continuous":
+            raise ConfigurationError("MT_ENGINE_PROCESS runs the continuous scheduler, not MT_SCHEDULER=batch")
+        # the server process keeps a bundle's manifest and tokenizer; a test's loader makes its fake engine in both
+        front = bundle_front if real else engine_loader
+        remote = EngineProcess(engine_loader, front, limits, metrics, log_level=settings.log_level, on_death=on_fatal)
+        engine_loader = remote.load
+    models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
+    for slot in models.slots:
+        metrics.model_ready.labels(slot.name).set(0)
+        for result in ("success", "failure"):
+            metrics.reloads.labels(slot.name, result)
     if kind == "continuous":
         log.info(
-            "scheduler: continuous batching (%s), %d running sets of at most %d sentences and %d tokens, refill at "
+            "scheduler: continuous batching (%s)%s, %d running sets of at most %d sentences and %d tokens, refill at "
             "%s, admit by length %s",
             settings.scheduler,
+            " in an engine process" if remote else "",
             settings.inflight_batches,
             settings.max_batch_sentences,
             settings.max_batch_tokens,
@@ -180,7 +191,7 @@ def create_app(
     service = ServiceState(
         settings=settings,
         metrics=metrics,
-        batcher=Scheduler(limits, metrics) if kind == "continuous" else Batcher(limits, metrics),
+        batcher=remote or (Scheduler(limits, metrics) if kind == "continuous" else Batcher(limits, metrics)),
         models=models,
     )
 

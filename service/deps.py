@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from service.batcher import Batcher
+from service.engine_process import EngineProcess
 from service.errors import ApiError
 from service.metrics import Metrics
 from service.models import Models
@@ -23,7 +24,7 @@ class ServiceState:
 
     settings: Settings
     metrics: Metrics
-    batcher: Batcher | Scheduler
+    batcher: Batcher | Scheduler | EngineProcess
     models: Models
 
 

@@ -107,6 +107,12 @@ class Settings(BaseSettings):
         "Off by default: on an H200 the engine alone decoded faster with it, but the server served less "
         "(docs/inference-core.md).",
     )
+    engine_process: bool = Field(
+        False,
+        description="Continuous scheduler: load the models and run the scheduler in a process of their own, so "
+        "that HTTP, sentence splitting and tokenization never hold the decoding thread's GIL "
+        "(service/engine_process.py; docs/scheduler.md).",
+    )
     admit_every: int = Field(
         -1,
         ge=-1,

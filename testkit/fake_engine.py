@@ -29,7 +29,6 @@ a row, nothing else), which charged nothing for admissions and bookkeeping.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Hashable, Iterable
 from pathlib import Path
@@ -93,9 +92,6 @@ class FakeEngine:
         self.batches: list[list[list[int]]] = []
         """Every batch decoded (warm-up excluded), in order."""
         self.options: list[DecodeOptions] = []
-        self._words: list[str] = []
-        self._ids: dict[str, int] = {}
-        self._lock = threading.Lock()
         self.warm = False
 
     @property
@@ -103,16 +99,12 @@ class FakeEngine:
         return [len(b) for b in self.batches]
 
     def tokenize(self, text: str) -> list[int]:
-        with self._lock:
-            for word in text.split():
-                if word not in self._ids:
-                    self._ids[word] = len(self._words)
-                    self._words.append(word)
-            return [self._ids[w] for w in text.split()]
+        """A word's id is its UTF-8 bytes as one number: the same in every process (the server's and the engine
+        process's, service/engine_process.py)."""
+        return [int.from_bytes(b"\x01" + word.encode("utf-8"), "big") for word in text.split()]
 
     def words(self, ids: list[int]) -> list[str]:
-        with self._lock:
-            return [self._words[i] for i in ids]
+        return [i.to_bytes((i.bit_length() + 7) // 8, "big")[1:].decode("utf-8") for i in ids]
 
     @property
     def stepwise(self) -> bool:

@@ -172,10 +172,11 @@ def test_an_engine_failure_fails_only_its_request_with_a_request_id_found_in_the
         assert any(line["level"] == "warning" and "fake engine failure" in line["message"] for line in mine)
 
 
-@pytest.mark.parametrize("scheduler", ["batch", "continuous"])
+@pytest.mark.parametrize("scheduler", ["batch", "continuous", "engine-process"])
 def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path: Path, scheduler: str) -> None:
     """24 requests in flight (4 sentences per batch or running set, 1 s a batch or step: some decoding, the
-    rest queued) when SIGTERM arrives: every one is answered, new connections are refused, exit 0.
+    rest queued) when SIGTERM arrives: every one is answered, new connections are refused, exit 0. With
+    engine-process the running sets are in the engine process (MT_ENGINE_PROCESS), which the server drains.
     The first batch takes a second so that all 24 requests are inside the server before any is
     answered, even on a slow, shared CI machine (at 0.25 s the load sometimes never built up)."""
     # a running set answers a sentence after its last step: 3 steps of 0.5 s (two words), so that the first step's
@@ -183,7 +184,8 @@ def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path
     fake = {"delay_s": 1.0} if scheduler == "batch" else {"delay_s": 0.5, "steps_per_word": 1}
     bundle = write_fake_bundle(tmp_path / "bundle", **fake)
     args = ["--bundle", str(bundle), "--max-wait-ms", "0", "--max-batch-sentences", "4", "--request-timeout-s", "20"]
-    args += ["--scheduler", scheduler]
+    args += ["--scheduler", "batch" if scheduler == "batch" else "continuous"]
+    args += ["--engine-process"] if scheduler == "engine-process" else []
     texts = [f"word{i} other{i}" for i in range(24)]
     with process_server(args, tmp_path / "server.log", fake=True) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, what="ready")

@@ -289,6 +289,39 @@ def test_static_step_server_answers_like_the_default_one(
     assert "static-shape steps" in log and "(one pool for the process)" in log
 
 
+def test_engine_process_server_answers_like_the_default_one(
+    real: ProcessServer, real_bundle: Path, tmp_path: Path
+) -> None:
+    """--engine-process (the models and the scheduler in a process of their own, service/engine_process.py):
+    concurrent requests, attention and n-best included, get what the default server gives each alone; the server
+    a reload goes to the engine process."""
+    args = ["--bundle", str(real_bundle), "--engine-process", "--scheduler", "continuous", "--provider", "cpu"]
+    args += ["--refill-at", "1024"]  # arrivals join running sets at every step
+    env = {"MT_ADMIN_TOKEN": TOKEN, "MT_THREADS": "1"}
+    with process_server(args, tmp_path / "engine-process.log", env=env) as remote:
+        wait_until(lambda: remote.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(lambda t: translate(remote, t)["translations"][0]["text"], texts))
+        detailed = translate(remote, TEXTS[2], return_attention=True, n_best=2, return_scores=True)
+        model = remote.client.get("/model").json()
+        wait_until(lambda: metric(remote, "mt_admitted_mid_run_sentences_total") > 0, what="mid-run admissions")
+        good = Path(shutil.copytree(real_bundle, tmp_path / "good"))
+        manifest = json.loads((good / "manifest.json").read_text(encoding="utf-8"))
+        manifest["version"] = "in-the-engine-process"
+        (good / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        r = remote.client.post("/admin/reload", json={"bundle": str(good)}, headers=ADMIN)
+        after = translate(remote, TEXTS[0])
+    assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
+    assert detailed == translate(real, TEXTS[2], return_attention=True, n_best=2, return_scores=True) | {
+        "model": detailed["model"]
+    }
+    assert model["provider"] == "CPUExecutionProvider" and model["graphs"] == "main"
+    assert r.status_code == 200, r.text
+    assert after["model"]["version"] == "in-the-engine-process"
+    assert after["translations"] == translate(real, TEXTS[0])["translations"]
+
+
 def test_graphs_setting_serves_a_bundles_other_set_and_refuses_an_unknown_one(
     real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
 ) -> None:
