@@ -42,6 +42,7 @@ from bench.loadtools import (
     percentile,
     report_dir,
     report_path,
+    resident_mib,
     run_loop,
     server_process,
     stdlib_sentences,
@@ -225,7 +226,7 @@ async def closed_loop(
         "p50_ms_by_words": p50_by_length(timed),
         "batches": batches,
         "mean_batch": sentences / batches if batches else 0.0,
-        "server_rss_mib": (metric(after, "process_resident_memory_bytes") or 0.0) / 2**20,
+        "server_rss_mib": resident_mib(server_pid),  # the engine process's included
         # continuous scheduler only: decoder steps and admissions (encoder + merge) of its running sets
         "steps": steps,
         "step_s": step_s,
@@ -559,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
             *length_table,
             "Where the CPU went during each level, as shares of all CPUs over the level's wall time (from "
             "/proc: the load generator's process, the server's main thread, which runs the event loop with HTTP, "
-            "JSON and validation, and the server's other threads: batcher, tokenization pool, onnxruntime):",
+            "JSON and validation, and the server's other threads: batcher, tokenization pool, onnxruntime, and "
+            "with engine-process the engine process's threads; server RSS includes the engine process):",
             "",
             *cpu_table,
             "",

@@ -92,22 +92,55 @@ def process_stats(pid: int) -> dict[str, int]:
     return stats
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the server's engine process, with MT_ENGINE_PROCESS), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:  # ppid: field 4 of stat(5)
+            found.append(int(entry.name))
+    return found
+
+
 def thread_cpu_seconds(pid: int) -> dict[int, float]:
-    """CPU seconds (user + system) so far of each thread of a process, by thread id, from /proc.
+    """CPU seconds (user + system) so far of each thread of a process and of its child processes, by thread id,
+    from /proc.
 
     The main thread's id is the process id: in the server that is the event loop (HTTP, JSON, validation);
-    the others are the batcher's worker, ``asyncio.to_thread``'s pool and onnxruntime's intra-op pool.
+    the others are the batcher's worker, ``asyncio.to_thread``'s pool and onnxruntime's intra-op pool, and with
+    MT_ENGINE_PROCESS the engine process's threads.
     """
     ticks = os.sysconf("SC_CLK_TCK")
     seconds: dict[int, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    for process in (pid, *children(pid)):
         try:
-            stat = (task / "stat").read_text()
-        except OSError:  # the thread ended between listing and reading
+            tasks = list(Path(f"/proc/{process}/task").iterdir())
+        except OSError:  # the process ended
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3 of stat(5)
-        seconds[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14, 15
+        for task in tasks:
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:  # the thread ended between listing and reading
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3 of stat(5)
+            seconds[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14, 15
     return seconds
+
+
+def resident_mib(pid: int) -> float:
+    """Resident memory of a process and its child processes, MiB."""
+    total = 0
+    for process in (pid, *children(pid)):
+        try:
+            total += process_stats(process).get("vmrss_kib", 0)
+        except OSError:
+            continue
+    return total / 1024
 
 
 def metric(text: str, name: str) -> float | None:

@@ -124,6 +124,7 @@ class EngineProcess(QueueBound):
         self._pending: dict[int, tuple[asyncio.Future[list[Translation]], int]] = {}
         self._sent = 0  # sentences sent so far
         self._reported = (0, 0)  # the engine process's last word: sentences waiting there, of how many received
+        self._unloads: collections.deque[int] = collections.deque()
         self._closing = False
         self._dead: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -146,8 +147,18 @@ class EngineProcess(QueueBound):
         return engine
 
     def _unload(self, remote_id: int) -> None:
-        if self._dead is None and not self._closing:
-            self._send(("unload", remote_id))
+        """A RemoteEngine's finalizer: it may run inside any allocation, ``_send`` included, so it only queues the
+        message, which the loop sends."""
+        self._unloads.append(remote_id)
+        if self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._send_unloads)
+            except RuntimeError:  # the loop is closed: the engine process goes with it
+                pass
+
+    def _send_unloads(self) -> None:
+        while self._unloads and self._dead is None and not self._closing:
+            self._send(("unload", self._unloads.popleft()))
 
     # -- the batcher interface -------------------------------------------------------------------
 
@@ -432,7 +443,9 @@ class _Engines:
         elif kind == "load":
             asyncio.get_running_loop().create_task(self._load(*message[1:]))
         elif kind == "unload":
-            self.engines.pop(message[1], None)
+            engine = self.engines.pop(message[1], None)
+            if engine is not None:
+                log.info("engine process: %s %s unloaded", engine.manifest.get("name"), engine.manifest.get("version"))
         elif kind == "close":
             self.closing = True
 

@@ -133,6 +133,7 @@ def test_a_reload_serves_the_new_model_from_the_engine_process(tmp_path: Path) -
         out = server.client.post("/translate", json={"text": "a b"}).json()
         bad = server.client.post("/admin/reload", json={"bundle": str(tmp_path / "missing")}, headers=headers)
         still = server.client.post("/translate", json={"text": "c d"}).json()
+        wait_until(lambda: "fake-en-de 1 unloaded" in server.log(), what="the replaced model unloaded")
     assert out["translations"][0]["text"] == "new: b a" and out["model"]["version"] == "2"
     assert bad.status_code in (409, 422) and still["translations"][0]["text"] == "new: d c"
 
