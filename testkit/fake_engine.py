@@ -183,6 +183,7 @@ class FakeRunningSet:
         self.engine = engine
         self.running: dict[Hashable, tuple[list[int], DecodeOptions]] = {}
         self.left: dict[Hashable, int] = {}
+        self.words: dict[Hashable, list[str]] = {}
 
     def __len__(self) -> int:
         return len(self.running)
@@ -198,6 +199,7 @@ class FakeRunningSet:
             time.sleep(self.engine.admit_s)
         for key, ids, options in entries:
             self.running[key] = (ids, options)
+            self.words[key] = self.engine.words(ids[: self.engine.max_source_pieces])  # once, not at every step
             self.left[key] = 1 + round(self.engine.steps_per_word * min(len(ids), self.engine.max_source_pieces))
 
     def step(self) -> list[tuple[Hashable, Translation]]:
@@ -205,8 +207,8 @@ class FakeRunningSet:
         engine.batches.append([ids for ids, _ in self.running.values()])
         rows = sum(options.beam_size for _, options in self.running.values())
         time.sleep(engine.delay_s + engine.step_s + engine.row_s * rows)
-        sentences = {key: engine.words(ids[: engine.max_source_pieces]) for key, (ids, _) in self.running.items()}
-        if any(engine.fail_word in words for words in sentences.values()):
+        sentences = self.words
+        if any(engine.fail_word in sentences[key] for key in self.running):
             raise RuntimeError(f"fake engine failure: a sentence holds {engine.fail_word!r}")
         done = []
         for key in list(self.running):
@@ -215,7 +217,8 @@ class FakeRunningSet:
                 ids, options = self.running.pop(key)
                 del self.left[key]
                 engine.options.append(options)
-                done.append((key, engine._translate(sentences[key], len(ids) > engine.max_source_pieces, options)))
+                words = sentences.pop(key)
+                done.append((key, engine._translate(words, len(ids) > engine.max_source_pieces, options)))
         if done and engine.finish_s:
             time.sleep(engine.finish_s)
         _hold_gil(engine.host_step_s + engine.host_row_s * rows)
@@ -225,6 +228,7 @@ class FakeRunningSet:
         for key in keys:
             self.running.pop(key, None)
             self.left.pop(key, None)
+            self.words.pop(key, None)
 
 
 def _hold_gil(seconds: float) -> None:
