@@ -68,7 +68,7 @@ class Stepper:
 
 def run(batch, beam, steps, seed, ngram=0, penalty=1.0):
     k = 2 * beam
-    stepper = Stepper(seed, k)
+    stepper = Stepper(seed, k + (16 if ngram else 0))  # the guard asks for k + the most tokens a hypothesis bans
     search = BeamSearch(stepper, vocab_size=VOCAB, bos_id=BOS, eos_id=EOS)
     options = SearchOptions(beam_size=beam, max_len=64, no_repeat_ngram=ngram, length_penalty=penalty)
     search.admit((key, [5] * 12, options) for key in range(batch))

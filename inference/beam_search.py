@@ -36,7 +36,8 @@ which of the cached keys are its own. Beam 1 is greedy search.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -98,16 +99,18 @@ class Finished:
     """One cross-attention row per generated token over the source pieces + EOS (when asked for)."""
 
 
-_Hyp = tuple  # (token, logprob, attention row or None, parent _Hyp or None, score, cache row, length)
+_Hyp = tuple  # (token, logprob, attention row or None, parent _Hyp or None, score, cache row, length, tokens)
 """A hypothesis, as a link to the one it extends (a plain tuple: a search step makes hundreds, and a tuple is
 the cheapest object Python builds). Growing one costs the same at any length; its tokens are read back by
 following the links (:func:`_path`) only when it is returned. ``length`` counts its tokens; the empty start
-hypothesis of a sentence has no parent and length 0."""
-_TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH = range(7)
+hypothesis of a sentence has no parent and length 0. ``tokens``: with an n-gram guard, its tokens as a tuple
+(the guard reads them at every step, and one tuple a grown hypothesis costs less than walking the links each
+time: bench search-cost); None without."""
+_TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH, _TOKENS = range(8)
 
 
-def _start() -> _Hyp:
-    return (-1, 0.0, None, None, 0.0, 0, 0)
+def _start(guarded: bool) -> _Hyp:
+    return (-1, 0.0, None, None, 0.0, 0, 0, () if guarded else None)
 
 
 def _path(hyp: _Hyp) -> tuple[list[int], list[float], list[np.ndarray]]:
@@ -170,7 +173,7 @@ class BeamSearch:
             return
         self.stepper.admit([list(ids) for _, ids, _ in entries])
         for key, ids, options in entries:
-            self._running.append(_Sentence(key, len(ids), options, [_start()]))
+            self._running.append(_Sentence(key, len(ids), options, [_start(options.no_repeat_ngram > 0)]))
 
     def drop(self, keys: Iterable[Hashable]) -> list[Hashable]:
         """Remove these sentences from the set (e.g. their client left); returns the keys found."""
@@ -194,7 +197,7 @@ class BeamSearch:
         reorder_list: list[int] = []
         for s in running:
             alive = s.alive
-            tokens, _, _, _, scores, cache_rows, _ = zip(*alive, strict=True)
+            tokens, _, _, _, scores, cache_rows, _, _ = zip(*alive, strict=True)
             token_rows += tokens if s.position else [bos] * len(alive)  # a new sentence's start is fed BOS
             score_rows += scores
             reorder_list += cache_rows
@@ -203,13 +206,17 @@ class BeamSearch:
                 token_rows += [bos] * pad
                 score_rows += [-np.inf] * pad
                 reorder_list += [alive[-1][_ROW]] * pad
-        banned = [
-            [banned_tokens(_path(h)[0], s.options.no_repeat_ngram) for h in s.alive]
-            if s.options.no_repeat_ngram
-            else None
-            for s in running
-        ]
-        extra = max((len(b) for rows in banned if rows for b in rows), default=0)
+        banned: list[list[AbstractSet[int]] | None] = []  # per sentence, None when it bans nothing this step
+        extra = 0
+        for s in running:
+            n = s.options.no_repeat_ngram
+            if not n:
+                banned.append(None)
+                continue
+            sets = [banned_tokens(h[_TOKENS], n) for h in s.alive]
+            most = max(map(len, sets))
+            banned.append(sets if most else None)
+            extra = max(extra, most)
         widest = max(s.options.beam_size for s in running)
         k = min(2 * widest + extra, self.vocab_size)
         batch = len(running)
@@ -239,6 +246,7 @@ class BeamSearch:
         eos = self.eos_id
         for b, s in enumerate(running):
             opts, parents, ban = s.options, s.alive, banned[b]
+            guarded = opts.no_repeat_ngram > 0
             n_alive, beam, attend, penalty = len(parents), opts.beam_size, opts.with_attention, opts.length_penalty
             grown: list[_Hyp] = []
             for flat_index, token, lp, score in zip(ranked[b], ids_l[b], lp_l[b], scores_l[b], strict=True):
@@ -249,19 +257,13 @@ class BeamSearch:
                     continue
                 parent = parents[i]
                 length = parent[_LENGTH] + 1
-                hyp = (
-                    token,
-                    lp,
-                    attention[b, i, : s.source_len + 1] if attend and attention is not None else None,
-                    parent,
-                    score,
-                    b * hyps + i,
-                    length,
-                )
+                row = attention[b, i, : s.source_len + 1] if attend and attention is not None else None
                 if token == eos:
+                    hyp = (token, lp, row, parent, score, b * hyps + i, length, None)
                     s.finished.append((score / length**penalty, hyp))
                 else:
-                    grown.append(hyp)
+                    path = parent[_TOKENS] + (token,) if guarded else None
+                    grown.append((token, lp, row, parent, score, b * hyps + i, length, path))
                     if len(grown) == beam:
                         break
             s.position += 1
@@ -306,17 +308,29 @@ def search(
     return [results[i] for i in range(len(sources))]
 
 
-def banned_tokens(tokens: list[int], n: int) -> set[int]:
+_NOTHING: frozenset[int] = frozenset()
+
+
+def banned_tokens(tokens: Sequence[int], n: int) -> AbstractSet[int]:
     """Tokens that would complete an n-gram ``tokens`` already holds (EOS is never among ``tokens``)."""
     if n < 1 or len(tokens) < n - 1:
-        return set()
+        return _NOTHING
     if n == 1:
         return set(tokens)
-    tail = tokens[len(tokens) - n + 1 :]
-    first = tail[0]
-    return {
-        tokens[j + n - 1] for j in range(len(tokens) - n + 1) if tokens[j] == first and tokens[j : j + n - 1] == tail
-    }
+    size = len(tokens)
+    tail = tokens[size - n + 1 :]
+    first, start = tail[0], 0
+    if tokens.count(first) == 1:  # only the tail's own: nothing to ban (most hypotheses; no exception raised)
+        return _NOTHING
+    banned: set[int] = set()
+    while True:  # each earlier start of the tail, found by the sequence's own (C) search
+        try:
+            j = tokens.index(first, start, size - n + 1)
+        except ValueError:
+            return banned
+        if tokens[j : j + n - 1] == tail:
+            banned.add(tokens[j + n - 1])
+        start = j + 1
 
 
 def _settled(finished: list[tuple[float, _Hyp]], alive: list[_Hyp], opts: SearchOptions) -> bool:
