@@ -3,7 +3,8 @@
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
 #   device.sh targets         join the parts, install, and measure every #23 / #24 target in one run (at most
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
-#   device.sh profile-server  after targets: py-spy stacks of the server's threads under 128 clients (2 files)
+#   device.sh profile-server [engine-process]  after targets: py-spy stacks of the server's threads under 128
+#                             clients (2 files); with engine-process, of the engine process's
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
@@ -16,7 +17,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | batch1 | profile-server | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -104,11 +105,15 @@ case "$step" in
     # py-spy (staged with the wheels) samples the server under 128 clients twice: every thread with its idle
     # time (waits for the GIL and for the GPU show), then only threads holding the GIL. Summarize here with
     # python bench/gpu_session/stacks.py OUT/server-idle.txt --under Scheduler._work
+    # `device.sh profile-server engine-process`: the server with MT_ENGINE_PROCESS, sampling the engine process
+    # (where the worker is).
     . /tmp/gpu-env.sh
+    SERVER=continuous; [ "${2:-}" = engine-process ] && SERVER=continuous:engine-process
     (timeout 120 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
-      --requests 20000 --warmup-requests 512 --deadline 60 --levels 128 --servers continuous \
+      --requests 20000 --warmup-requests 512 --deadline 60 --levels 128 --servers $SERVER \
       --out /tmp/profile-load 2>&1) > /tmp/profile-load.txt &
     for _ in $(seq 60); do PID=$(pgrep -f "m service --host" | head -1); [ -n "$PID" ] && break; sleep 1; done
+    [ "$SERVER" != continuous ] && sleep 10 && PID=$(pgrep -P "$PID" -f spawn_main | head -1)
     sleep 25  # bench load measures the engine alone first, then the warm-up requests
     SPY=/tmp/site/bin/py-spy
     $SPY record --pid "$PID" --idle --nonblocking --duration 15 --rate 200 --format raw -o "$OUT/server-idle.txt" 2>&1 | tail -2
