@@ -36,6 +36,7 @@ which of the cached keys are its own. Beam 1 is greedy search.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -107,6 +108,8 @@ hypothesis of a sentence has no parent and length 0. ``tokens``: with an n-gram 
 (the guard reads them at every step, and one tuple a grown hypothesis costs less than walking the links each
 time: bench search-cost); None without."""
 _TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH, _TOKENS = range(8)
+_FED = operator.itemgetter(_TOKEN, _SCORE, _ROW)
+"""What a step feeds the graph of a hypothesis: its last token, its score and its cache row."""
 
 
 def _start(guarded: bool) -> _Hyp:
@@ -197,10 +200,12 @@ class BeamSearch:
         reorder_list: list[int] = []
         for s in running:
             alive = s.alive
-            tokens, _, _, _, scores, cache_rows, _, _ = zip(*alive, strict=True)
-            token_rows += tokens if s.position else [bos] * len(alive)  # a new sentence's start is fed BOS
-            score_rows += scores
-            reorder_list += cache_rows
+            fresh = not s.position  # a new sentence's start is fed BOS
+            for h in alive:
+                token, score, row = _FED(h)
+                token_rows.append(bos if fresh else token)
+                score_rows.append(score)
+                reorder_list.append(row)
             pad = hyps - len(alive)
             if pad:  # padding rows repeat the sentence's last hypothesis, scored -inf
                 token_rows += [bos] * pad
