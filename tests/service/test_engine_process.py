@@ -176,3 +176,23 @@ def test_translations_stay_when_the_client_hangs_up(tmp_path: Path) -> None:
         out = server.client.post("/translate", json={"text": "left right"}).json()
         wait_until(lambda: metric(server, "mt_queue_depth_sentences") == 0, what="an empty queue")
     assert out["translations"][0]["text"] == "right left"
+
+
+def test_two_models_in_the_engine_process_each_answer_their_own_requests(tmp_path: Path) -> None:
+    """MT_BUNDLES with two models: both load in the engine process, and a request reaches the one of its
+    languages (the prefix says which model made a translation)."""
+    en_de = write_fake_bundle(tmp_path / "en-de", name="fake-en-de", languages="en-de", prefix="de:", step_s=0.002)
+    de_en = write_fake_bundle(tmp_path / "de-en", name="fake-de-en", languages="de-en", prefix="en:", step_s=0.002)
+    with start(tmp_path, en_de, "--bundles", f"{en_de},{de_en}") as server:
+
+        def ask(i: int) -> str:
+            pair = {"source_lang": "en", "target_lang": "de"} if i % 2 else {"source_lang": "de", "target_lang": "en"}
+            r = server.client.post("/translate", json={"text": f"w{i} x{i}", **pair})
+            assert r.status_code == 200, r.text
+            return str(r.json()["translations"][0]["text"])
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, range(24)))
+        models = {m["name"] for m in server.client.get("/models").json()["models"]}
+    assert answers == [f"{'de' if i % 2 else 'en'}:x{i} w{i}" for i in range(24)]
+    assert models == {"fake-en-de", "fake-de-en"}
