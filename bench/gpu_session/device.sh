@@ -56,10 +56,12 @@ case "$step" in
     timeout 45 python3 -m bench profile-decode --bundle /tmp/bundle --input /tmp/model/test.tsv --provider cuda \
       --static-step --batch 1 --sentences 32 --repeats 1 --out "$OUT/profile-static-b1" 2>&1 | grep "^| " | head -16
     # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps),
-    # with the models and the scheduler in a process of their own (MT_ENGINE_PROCESS), with CUDA graphs, and both
+    # with the models and the scheduler in a process of their own (MT_ENGINE_PROCESS); there, with two running sets
+    # (one's graph on the GPU while the other's search runs, now that HTTP holds no GIL of theirs), and with CUDA
+    # graphs (session 25 measured static steps in one process: slower)
     timeout 220 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
       --requests 512 --warmup-requests 256 --deadline 15 --levels 64,128 \
-      --servers continuous,continuous:engine-process,continuous:static-step,continuous:engine-process+static-step \
+      --servers continuous,continuous:engine-process,continuous:engine-process+inflight-batches=2,continuous:engine-process+static-step \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
   batch1)
