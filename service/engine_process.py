@@ -41,6 +41,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import ProcessCollector
+
 from core.bundle import BundleError, read_manifest
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Translation
@@ -240,6 +242,9 @@ class EngineProcess(QueueBound):
         self._process.start()
         theirs.close()
         self._conn = ours
+        if self.metrics is not None:  # where the models' memory is: mt_engine_process_resident_memory_bytes, ...
+            pid = self._process.pid
+            ProcessCollector(namespace="mt_engine", pid=lambda: pid, registry=self.metrics.registry)
         threading.Thread(target=self._read, name="mt-engine-reader", daemon=True).start()
         log.info("engine process started (pid %d)", self._process.pid)
 

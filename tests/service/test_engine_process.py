@@ -77,12 +77,14 @@ def test_answers_concurrent_requests_and_exports_the_engine_process_metrics(tmp_
         steps = metric(server, "mt_step_duration_seconds_count")
         text = server.client.get("/metrics").text
         model = server.client.get("/model").json()
+        engine_memory = metric(server, "mt_engine_process_resident_memory_bytes")
     for i, (best, alternatives) in enumerate(answers):
         assert best == " ".join(reversed(texts[i].split()))
         assert len(alternatives) == i % 2
     assert mid_run > 0, "no sentence joined a running set mid-run: the test did not test that"
     assert steps >= 7  # the longest text alone takes 8 steps
     assert model["provider"] == "FakeExecutionProvider"
+    assert engine_memory > 10 * 2**20  # the engine process's own, beside the server's process_* metrics
     promtool = shutil.which("promtool")
     if promtool is not None:
         result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
