@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -259,24 +260,26 @@ class EngineProcess(QueueBound):
             kind = message[0]
             if kind in ("done", "failed", "depth"):
                 if self._loop is not None:
-                    self._loop.call_soon_threadsafe(self._answer, message)
+                    with contextlib.suppress(RuntimeError):  # the loop closed: keep draining the pipe to its end
+                        self._loop.call_soon_threadsafe(self._answer, message)
             elif kind in ("loaded", "load_failed"):
                 answer = self._loads.pop(message[1], None)
                 if answer is not None:
                     answer.set_result((kind, *message[2:]))
             elif kind == "metrics":
                 self._record(message[1], message[2], message[3])
+        if self._closing:  # told to close (close() joins it), or gone while the server stops anyway
+            return
         self._process.join(1.0)
         code = self._process.exitcode
-        if self._closing and code == 0:
-            return
         self._dead = f"the engine process exited (code {code})"
         log.critical("%s; failing its requests", self._dead)
         for answer in list(self._loads.values()):
             answer.set_result(("load_failed", self._dead, False))
         self._loads.clear()
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._fail_all)
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._fail_all)
         if self._on_death is not None and not self._closing:
             self._on_death(self._dead)
 

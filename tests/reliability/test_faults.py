@@ -235,6 +235,9 @@ def test_sigterm_under_load_answers_every_accepted_request_then_exits_0(tmp_path
         assert server.process.wait(timeout=30) == 0
         log = server.log()
         assert "Shutting down" in log and "Finished server process" in log
+        if scheduler == "engine-process":  # told to close, it exits by itself: not killed, not taken for dead
+            assert "engine process started" in log
+            assert "after close; killed" not in log and "the engine process exited" not in log, log[-3000:]
 
 
 def test_a_request_received_while_draining_is_still_served(tmp_path: Path) -> None:
