@@ -198,3 +198,16 @@ def test_two_models_in_the_engine_process_each_answer_their_own_requests(tmp_pat
         models = {m["name"] for m in server.client.get("/models").json()["models"]}
     assert answers == [f"{'de' if i % 2 else 'en'}:x{i} w{i}" for i in range(24)]
     assert models == {"fake-en-de", "fake-de-en"}
+
+
+def test_sigterm_closes_the_engine_process_cleanly(tmp_path: Path) -> None:
+    """Told to close, the engine process exits by itself: not killed, and not taken for a dead one."""
+    bundle = write_fake_bundle(tmp_path / "bundle", steps_per_word=1.0)
+    with start(tmp_path, bundle) as server:
+        assert server.client.post("/translate", json={"text": "a b"}).status_code == 200
+        child = engine_pid(server)
+        server.signal(signal.SIGTERM)
+        code = server.process.wait(timeout=30)
+        log = server.log()
+    assert code == 0 and not Path(f"/proc/{child}").exists()
+    assert "after close; killed" not in log and "the engine process exited" not in log, log[-2000:]
