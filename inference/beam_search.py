@@ -109,6 +109,9 @@ hypothesis of a sentence has no parent and length 0. ``tokens``: with an n-gram 
 time: bench search-cost); None without."""
 _TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH, _TOKENS = range(8)
 _FED = operator.itemgetter(_TOKEN, _SCORE, _ROW)
+ARRAYS_FROM = 64
+"""Sets of at least this many sentences, none banning a token this step, choose their proposals with numpy
+(``BeamSearch._choose_arrays``); smaller ones walk them in Python (``_choose_walk``): the same choices."""
 """What a step feeds the graph of a hypothesis: its last token, its score and its cache row."""
 
 
@@ -240,16 +243,55 @@ class BeamSearch:
         # plus the banned tokens, so only that many proposals become Python values.
         depth = min(hyps * width, widest + hyps * (1 + extra))
         ranking = np.argsort(-flat, axis=1, kind="stable")[:, :depth]
+        if batch >= ARRAYS_FROM and all(b is None for b in banned):
+            chosen = self._choose_arrays(ranking, flat, top_ids, top_lp, attention, width, hyps)
+        else:
+            chosen = self._choose_walk(ranking, flat, top_ids, top_lp, attention, width, hyps, banned)
+        still: list[int] = []
+        done: list[tuple[Hashable, list[Finished]]] = []
+        for b, s in enumerate(running):
+            opts, grown, penalty = s.options, chosen[b], s.options.length_penalty
+            beam = opts.beam_size
+            s.position += 1
+            if s.position >= opts.max_len:
+                s.finished += [(h[_SCORE] / max(1, h[_LENGTH]) ** penalty, h) for h in grown]
+                grown = []
+            s.alive = grown
+            finished = len(s.finished)
+            if (
+                grown
+                and finished < beam
+                and not (opts.early_stop and finished >= opts.n_best and _settled(s.finished, grown, opts))
+            ):
+                still.append(b)
+            else:
+                done.append((s.key, s.result()))
+        if len(still) < len(running):
+            self._keep(still)
+        return done
+
+    def _choose_walk(
+        self,
+        ranking: np.ndarray,
+        flat: np.ndarray,
+        top_ids: np.ndarray,
+        top_lp: np.ndarray,
+        attention: np.ndarray | None,
+        width: int,
+        hyps: int,
+        banned: list[list[AbstractSet[int]] | None],
+    ) -> list[list[_Hyp]]:
+        """Each sentence's grown hypotheses, its finished ones appended to ``finished``: its ranked proposals
+        walked in Python (module docstring)."""
+        batch = len(self._running)
         rows = np.arange(batch)[:, None]
         ranked, scores_l = ranking.tolist(), flat[rows, ranking].tolist()
         ids_l, lp_l = (
             top_ids.reshape(batch, -1)[rows, ranking].tolist(),
             top_lp.reshape(batch, -1)[rows, ranking].tolist(),
         )
-        still: list[int] = []
-        done: list[tuple[Hashable, list[Finished]]] = []
-        eos = self.eos_id
-        for b, s in enumerate(running):
+        eos, chosen = self.eos_id, []
+        for b, s in enumerate(self._running):
             opts, parents, ban = s.options, s.alive, banned[b]
             guarded = opts.no_repeat_ngram > 0
             n_alive, beam, attend, penalty = len(parents), opts.beam_size, opts.with_attention, opts.length_penalty
@@ -271,23 +313,60 @@ class BeamSearch:
                     grown.append((token, lp, row, parent, score, b * hyps + i, length, path))
                     if len(grown) == beam:
                         break
-            s.position += 1
-            if s.position >= opts.max_len:
-                s.finished += [(h[_SCORE] / max(1, h[_LENGTH]) ** penalty, h) for h in grown]
-                grown = []
-            s.alive = grown
-            finished = len(s.finished)
-            if (
-                grown
-                and finished < beam
-                and not (opts.early_stop and finished >= opts.n_best and _settled(s.finished, grown, opts))
+            chosen.append(grown)
+        return chosen
+
+    def _choose_arrays(
+        self,
+        ranking: np.ndarray,
+        flat: np.ndarray,
+        top_ids: np.ndarray,
+        top_lp: np.ndarray,
+        attention: np.ndarray | None,
+        width: int,
+        hyps: int,
+    ) -> list[list[_Hyp]]:
+        """What ``_choose_walk`` chooses when no sentence bans a token, found with numpy over the whole set: a
+        proposal grows its hypothesis when it is real (not a padding row's, which sort last), not EOS and among
+        the first ``beam`` such of its sentence; an EOS finishes one when fewer than ``beam`` grew before it.
+        Python then only builds the chosen hypotheses."""
+        running, eos = self._running, self.eos_id
+        batch = len(running)
+        rows = np.arange(batch)[:, None]
+        parent = ranking // width
+        ids = top_ids.reshape(batch, -1)[rows, ranking]
+        alive = np.array([len(s.alive) for s in running])[:, None]
+        beams = np.array([s.options.beam_size for s in running])[:, None]
+        real = parent < alive
+        ends = ids == eos
+        grows = real & ~ends
+        before = np.cumsum(grows, axis=1) - grows  # hypotheses grown before each proposal
+        open_ = before < beams
+        chosen: list[list[_Hyp]] = [[] for _ in range(batch)]
+        for mask, finishing in ((grows & open_, False), (real & ends & open_, True)):
+            at_b, at_j = np.nonzero(mask)  # row-major: each sentence's in rank order
+            if not len(at_b):
+                continue
+            picked_parent = parent[at_b, at_j].tolist()
+            picked_ids = ids[at_b, at_j].tolist()
+            picked_lp = top_lp.reshape(batch, -1)[at_b, ranking[at_b, at_j]].tolist()
+            picked_score = flat[at_b, ranking[at_b, at_j]].tolist()
+            for b, i, token, lp, score in zip(
+                at_b.tolist(), picked_parent, picked_ids, picked_lp, picked_score, strict=True
             ):
-                still.append(b)
-            else:
-                done.append((s.key, s.result()))
-        if len(still) < len(running):
-            self._keep(still)
-        return done
+                s = running[b]
+                parent_hyp = s.alive[i]
+                length = parent_hyp[_LENGTH] + 1
+                row = (
+                    attention[b, i, : s.source_len + 1] if attention is not None and s.options.with_attention else None
+                )
+                if finishing:
+                    hyp = (token, lp, row, parent_hyp, score, b * hyps + i, length, None)
+                    s.finished.append((score / length**s.options.length_penalty, hyp))
+                else:
+                    path = parent_hyp[_TOKENS] + (token,) if s.options.no_repeat_ngram > 0 else None
+                    chosen[b].append((token, lp, row, parent_hyp, score, b * hyps + i, length, path))
+        return chosen
 
     def _keep(self, kept: list[int]) -> None:
         self._running = [self._running[b] for b in kept]

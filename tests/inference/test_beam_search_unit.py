@@ -5,10 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import inference.beam_search as beam_search_module
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.beam_search import search as run_search
 
 PAD, UNK, BOS, EOS, A = range(5)
+
+
+@pytest.fixture(autouse=True, params=["walk", "arrays"])
+def chooser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: proposals chosen by the Python walk (small sets) and with numpy (large sets, ARRAYS_FROM),
+    which must choose the same."""
+    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 10**9 if request.param == "walk" else 1)
+    return str(request.param)
 
 
 def search(

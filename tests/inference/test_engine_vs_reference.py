@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import inference.beam_search as beam_search_module
 import inference.engine as engine_module
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine
@@ -214,9 +215,11 @@ def test_running_set_admits_between_steps_like_the_reference(
 ) -> None:
     """Sentences join a running set at random steps, each with its own options, some are dropped: every
     answered one equals the PyTorch reference decoding it alone, token for token; none is lost or doubled.
-    With seeds 1 and 2 the dynamic state opens a cohort at nearly every admission (RunningSet), up to four."""
+    With seeds 1 and 2 the dynamic state opens a cohort at nearly every admission (RunningSet), up to four; with
+    seed 2 every step chooses its proposals with numpy (the search's path for large sets, ARRAYS_FROM)."""
     cohorts = engine.cohorts > 1 and seed > 0
     monkeypatch.setattr(engine_module, "COHORT_CELLS", 1 if cohorts else 10**9)
+    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 1 if seed == 2 else 10**9)
     graphs: list[str] = []
     run, resize = Engine.run_graph, StaticState._resize
 
