@@ -90,9 +90,14 @@ class Tokenizer:
     def id_to_piece(self, token: int) -> str:
         return self.pieces[token] if 0 <= token < len(self.pieces) else self.pieces[self.specials.unk_id]
 
+    def to_pieces(self, ids: list[int]) -> list[str]:
+        """``id_to_piece`` of each id, in one comprehension (the engine does this for every sentence it answers)."""
+        table, size, unk = self.pieces, len(self.pieces), self.pieces[self.specials.unk_id]
+        return [table[i] if 0 <= i < size else unk for i in ids]
+
     def decode(self, ids: list[int]) -> str:
-        pieces = [self.id_to_piece(i) for i in ids if i not in self._special_ids]
-        return str(self.target_spm.decode_pieces(pieces))
+        specials = self._special_ids
+        return str(self.target_spm.decode_pieces(self.to_pieces([i for i in ids if i not in specials])))
 
     @staticmethod
     def word_starts(pieces: list[str]) -> list[int]:

@@ -249,7 +249,7 @@ class RunningSet:
             else:
                 ids = list(source)
                 engine.check_ids(ids, key)
-                pieces = [engine.tokenizer.id_to_piece(i) for i in ids]
+                pieces = engine.tokenizer.to_pieces(ids)
             truncated = len(ids) > engine.max_source_pieces
             if truncated:
                 ids, pieces = ids[: engine.max_source_pieces], pieces[: engine.max_source_pieces]
@@ -593,7 +593,7 @@ class Engine:
             hypotheses.append(
                 Hypothesis(
                     text=self.tokenizer.decode(tokens),
-                    pieces=[self.tokenizer.id_to_piece(t) for t in tokens],
+                    pieces=self.tokenizer.to_pieces(tokens),
                     token_ids=tokens,
                     score=out.score,
                     token_logprobs=out.token_logprobs,
