@@ -151,6 +151,7 @@ class QueueBound:
         self.metrics = metrics
         self._depth = 0
         self._rate = 0.0  # sentences per second recently decoded, for Retry-After
+        self._rate_window: tuple[float, int] = (time.monotonic(), 0)  # (since, sentences decoded since)
 
     @property
     def depth(self) -> int:
@@ -171,6 +172,19 @@ class QueueBound:
             raise TooManySentences(sentences, limit)
         if self._depth + sentences > limit:
             raise QueueFull(self._depth, sentences, limit, self._retry_after())
+
+    def _count_decoded(self, sentences: int) -> None:
+        """Count sentences decoded into the rate Retry-After divides the depth by: the rate of each window of a
+        second or more, smoothed (the schedulers that answer sentence by sentence; the batch scheduler rates its
+        batches)."""
+        now = time.monotonic()
+        since, count = self._rate_window
+        count += sentences
+        if now - since >= 1.0:
+            rate = count / (now - since)
+            self._rate = rate if self._rate == 0 else 0.8 * self._rate + 0.2 * rate
+            since, count = now, 0
+        self._rate_window = (since, count)
 
     def _retry_after(self) -> int:
         if self._rate <= 0:

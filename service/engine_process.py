@@ -3,8 +3,9 @@
 In one process the scheduler's worker thread shares Python's GIL with the event loop (HTTP, validation, JSON)
 and the request threads (sentence splitting, tokenization, answers). Each time a decoder step's graph call
 returns, the worker waits for the GIL before its beam search can run, and on a GPU, where the graph call is short,
-that wait is a large part of a step: with an engine that costs nothing, a step of the server took 1.05-2.37 ms on
-this project's 2-core machine, all of it waiting (docs/scheduler.md, "The engine in a process of its own").
+that wait is a large part of a step: with an engine that costs nothing, a step of the server took 1.16-4.86 ms at
+16-128 clients on this project's 2-core machine, all of it waiting (docs/scheduler.md, "The engine in a process of
+its own").
 
 With this on, the server process keeps HTTP, splitting and tokenization (a light ``BundleFront`` per model:
 manifest and tokenizer), and a child process (``spawn``) loads the engines and runs the continuous scheduler
@@ -131,7 +132,6 @@ class EngineProcess(QueueBound):
         self._closing = False
         self._dead: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._rate_window: tuple[float, int] = (time.monotonic(), 0)
 
     # -- the engine loader (called from ModelSlot's loading thread) ------------------------------
 
@@ -301,7 +301,7 @@ class EngineProcess(QueueBound):
             return
         future, sentences = found
         if kind == "done":
-            self._count(sentences)
+            self._count_decoded(sentences)
             if not future.done():
                 future.set_result(result)
         elif not future.done():
@@ -313,17 +313,6 @@ class EngineProcess(QueueBound):
             if not future.done():
                 future.set_exception(BatchFailed(self._dead or "the engine process exited"))
         self._pending.clear()
-
-    def _count(self, sentences: int) -> None:
-        """The decode rate Retry-After is computed from (as the in-process scheduler keeps it)."""
-        now = time.monotonic()
-        since, count = self._rate_window
-        count += sentences
-        if now - since >= 1.0:
-            rate = count / (now - since)
-            self._rate = rate if self._rate == 0 else 0.8 * self._rate + 0.2 * rate
-            since, count = now, 0
-        self._rate_window = (since, count)
 
     def _record(self, calls: list[_Call], opened: dict[str, int], captures: int) -> None:
         """Replay the engine process's metric calls on this registry; its static-step counts become ours."""

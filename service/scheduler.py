@@ -101,7 +101,6 @@ class Scheduler(QueueBound):
         self._keys = itertools.count(1)
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._rate_window: tuple[float, int] = (time.monotonic(), 0)
 
     def start(self) -> None:
         """Called on the event loop that will await the translations: the workers post results to it."""
@@ -345,15 +344,8 @@ class Scheduler(QueueBound):
 
     def _count(self, lane: _Lane, translations: list[Translation]) -> None:
         done = len(translations)
-        now = time.monotonic()
         with self._cond:
-            since, count = self._rate_window
-            count += done
-            if now - since >= 1.0:
-                rate = count / (now - since)
-                self._rate = rate if self._rate == 0 else 0.8 * self._rate + 0.2 * rate
-                since, count = now, 0
-            self._rate_window = (since, count)
+            self._count_decoded(done)
         if self.metrics and done:
             model = model_label(lane.engine)
             self.metrics.sentences.labels(model).inc(done)
