@@ -132,15 +132,22 @@ def thread_cpu_seconds(pid: int) -> dict[int, float]:
     return seconds
 
 
-def resident_mib(pid: int) -> float:
-    """Resident memory of a process and its child processes, MiB."""
-    total = 0
+def tree_stats(pid: int) -> dict[str, int]:
+    """``process_stats`` summed over a process and its child processes (the server and its engine process)."""
+    total: dict[str, int] = {}
     for process in (pid, *children(pid)):
         try:
-            total += process_stats(process).get("vmrss_kib", 0)
-        except OSError:
+            stats = process_stats(process)
+        except OSError:  # the process ended
             continue
-    return total / 1024
+        for key, value in stats.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def resident_mib(pid: int) -> float:
+    """Resident memory of a process and its child processes, MiB."""
+    return tree_stats(pid).get("vmrss_kib", 0) / 1024
 
 
 def metric(text: str, name: str) -> float | None:

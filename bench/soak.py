@@ -39,11 +39,11 @@ from bench.loadtools import (
     exact_bundle,
     machine,
     percentile,
-    process_stats,
     report_dir,
     run_loop,
     server_process,
     texts,
+    tree_stats,
 )
 
 MAX_RSS_GROWTH = 0.05
@@ -91,7 +91,7 @@ async def soak(
 
     def sample(label: str) -> None:
         samples.append({"translations": done, "seconds": round(time.monotonic() - started, 1), "at": label})
-        samples[-1].update(process_stats(pid))
+        samples[-1].update(tree_stats(pid))  # with MT_ENGINE_PROCESS, the engine process's too
 
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         reference = {}
@@ -220,6 +220,12 @@ def main(argv: list[str] | None = None) -> int:
         "translated alone; with int8 graphs differences from alone are counted, not failed: docs/bundle.md)",
     )
     p.add_argument("--threads", type=int, default=1, help="the started server's inference threads (default 1)")
+    p.add_argument(
+        "--engine-process",
+        action="store_true",
+        help="the started server runs its models in an engine process (MT_ENGINE_PROCESS); its memory, threads and "
+        "files count with the server's",
+    )
     p.add_argument("--translations", type=int, default=20_000)
     p.add_argument("--warmup", type=int, default=2_000)
     p.add_argument("--concurrency", type=int, default=8)
@@ -249,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         info["server"] = {"url": args.url, "pid": args.pid}
     else:
         bundle = args.bundle or exact_bundle()
-        flags = ["--provider", "cpu", "--threads", str(args.threads)]
+        flags = ["--provider", "cpu", "--threads", str(args.threads)] + ["--engine-process"] * args.engine_process
         with tempfile.TemporaryDirectory() as tmp, server_process(bundle, Path(tmp) / "server.log", flags=flags) as s:
             report = go(s.url, s.pid)
             info["server"] = {"bundle": str(bundle), "flags": flags}
