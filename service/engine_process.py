@@ -49,6 +49,7 @@ from core.bundle import BundleError, read_manifest
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Translation
 from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueBound, RequestTimeout
+from service.loader import LoadFailed
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,8 @@ class EngineProcess(QueueBound):
         self._send(("load", remote_id, str(bundle), provider, threads))
         reply = answer.result()
         if reply[0] == "load_failed":
-            _, message, bad_bundle = reply
-            raise BundleError(message) if bad_bundle else RuntimeError(message)
+            _, reason, bad_bundle = reply
+            raise LoadFailed(bundle, reason, bad_bundle)  # worded as an in-process load's
         engine = RemoteEngine(front, remote_id, reply[1])
         weakref.finalize(engine, self._unload, remote_id)  # its last request done, the engine process drops it
         return engine
@@ -478,15 +479,21 @@ class _Engines:
             self._send(("failed", request, (type(error).__name__, str(error)), depth, self.received))
 
     async def _load(self, remote_id: int, bundle: str, provider: str, threads: int) -> None:
+        """Load and warm up a model; the reason of a failure as service/loader.py words it in one process."""
         try:
             engine = await asyncio.to_thread(self.loader, Path(bundle), provider=provider, threads=threads)
-            await asyncio.to_thread(engine.warmup)
         except BundleError as err:
             self._send(("load_failed", remote_id, str(err), True))
             return
         except Exception as err:
             log.exception("engine process: loading %s failed", bundle)
             self._send(("load_failed", remote_id, f"{type(err).__name__}: {err}", False))
+            return
+        try:
+            await asyncio.to_thread(engine.warmup)
+        except Exception as err:
+            log.exception("engine process: warm-up of %s failed", bundle)
+            self._send(("load_failed", remote_id, f"warm-up translation failed: {type(err).__name__}: {err}", False))
             return
         self.engines[remote_id] = engine
         info = {"provider": engine.provider, "graphs": str(getattr(engine, "graphs", "main"))}

@@ -189,6 +189,8 @@ class ModelSlot:
             raise LoadFailed(bundle, "not a directory; point MT_BUNDLE (or --bundle) at a model bundle", True)
         try:
             engine = self._loader(bundle, provider=self._provider, threads=self._threads)
+        except LoadFailed:  # said as it should be (service/engine_process.py: the engine process's reason)
+            raise
         except BundleError as err:
             raise LoadFailed(bundle, str(err), True) from err
         except Exception as err:

@@ -211,3 +211,22 @@ def test_sigterm_closes_the_engine_process_cleanly(tmp_path: Path) -> None:
         log = server.log()
     assert code == 0 and not Path(f"/proc/{child}").exists()
     assert "after close; killed" not in log and "the engine process exited" not in log, log[-2000:]
+
+
+def test_a_model_failing_in_the_engine_process_is_reported_as_in_one(tmp_path: Path) -> None:
+    """A warm-up that fails in the engine process: at start-up the server exits non-zero saying why; at reload the
+    admin gets the same reason as in one process and the old model keeps serving."""
+    cold = write_fake_bundle(tmp_path / "cold", version="2", warmup_fails=True)
+    args = ["--bundle", str(cold), "--engine-process", "--scheduler", "continuous"]
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        with process_server(args, tmp_path / "cold.log", fake=True, ready=True):
+            pass
+    assert "warm-up translation failed: RuntimeError: fake warm-up failure" in (tmp_path / "cold.log").read_text()
+
+    bundle = write_fake_bundle(tmp_path / "bundle", steps_per_word=1.0)
+    with start(tmp_path, bundle) as server:
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        r = server.client.post("/admin/reload", json={"bundle": str(cold)}, headers=headers)
+        still = server.client.post("/translate", json={"text": "a b"}).json()
+    assert r.status_code == 500 and "warm-up translation failed" in r.json()["message"], r.text
+    assert still["translations"][0]["text"] == "b a" and still["model"]["version"] == "1"
