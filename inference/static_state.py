@@ -155,6 +155,10 @@ class Buffers:
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
     nbytes: int = 0
     """device bytes of all the tensors"""
+    host: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """the step's host inputs, packed (tokens, positions, reorder), written in place each step"""
+    identity: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """arange(rows): the reorder of rows no running hypothesis holds"""
 
 
 def _captures(runs: dict[int, int], cuda_graph: bool) -> tuple[int, bool]:
@@ -295,6 +299,8 @@ class BufferPool:
             caches,
             steps=_step_inputs(engine, dims, value),
             nbytes=nbytes + 8 * (2 * dims.rows + dims.slots),
+            host=np.zeros(2 * dims.rows + dims.slots, dtype=np.int64),
+            identity=np.arange(dims.rows, dtype=np.int64),
         )
 
 
@@ -368,6 +374,9 @@ class StaticState:
         self._prev_slots = np.zeros(0, dtype=np.int64)  # the slots of the last step's sentences, in its order
         self._prev_hyps = 1
         self._parity = 0  # which of the two caches holds the last step's output
+        self._placed_key: tuple[Any, ...] = ()
+        nothing = np.zeros(0, np.int64)
+        self._placed_value: tuple[np.ndarray, np.ndarray, int | None] = (nothing, nothing, 0)
 
     def admit(self, sources: list[list[int]]) -> None:
         engine = self.engine
@@ -424,28 +433,38 @@ class StaticState:
         buffers = self.buffers
         assert buffers is not None
         dims = buffers.dims
-        slots = np.array(self.slot_of, dtype=np.int64)
-        rows = (slots[:, None] * dims.hyps + np.arange(hyps)).reshape(-1)
-        grid = np.full((dims.slots, dims.hyps), engine.bos_id, dtype=np.int64)
-        grid[slots, :hyps] = tokens
-        at = np.zeros(dims.slots, dtype=np.int64)
-        at[slots] = positions
-        order = np.arange(dims.rows, dtype=np.int64)
+        slots, rows, first = self._placed(dims, hyps)
+        # The step's host inputs, written into one reused vector (packed: tokens, positions, reorder): a batch-1 step
+        # is a few dozen microseconds of host work between two replays, and each numpy allocation is a part of it.
+        host = buffers.host
+        grid, at, order = (
+            host[: dims.rows].reshape(dims.slots, dims.hyps),
+            host[dims.rows : dims.rows + dims.slots],
+            host[dims.rows + dims.slots :],
+        )
+        grid.fill(engine.bos_id)
+        at.fill(0)
+        order[:] = buffers.identity
+        if first is not None:  # the running sentences hold slots 0 .. n-1 (most sets): slices, not index arrays
+            grid[:first, :hyps] = tokens
+            at[:first] = positions
+        else:
+            grid[slots, :hyps] = tokens
+            at[slots] = positions
         if len(self._prev_slots):
             sentence, hyp = np.divmod(reorder, self._prev_hyps)
             source = self._prev_slots[sentence] * dims.hyps + hyp
-        else:
-            source = rows.copy()
-        fresh = np.repeat(positions == 0, hyps)  # a new sentence reads no cached column: any row does
-        source[fresh] = rows[fresh]
-        order[rows] = source
+            if not positions.all():  # a new sentence reads no cached column: any row does
+                fresh = np.repeat(positions == 0, hyps)
+                source[fresh] = rows[fresh]
+            order[rows] = source
         graph_k = min(bucket(k), engine.vocab_size)
         with GATE.shared():
             if engine.static_packed:
-                buffers.steps[0][1].update_inplace(np.concatenate((grid.reshape(-1), at, order)))
+                buffers.steps[0][1].update_inplace(host)
             else:
-                for (_, value), host in zip(buffers.steps, (grid, at, order), strict=True):
-                    value.update_inplace(host)
+                for (_, value), part in zip(buffers.steps, (grid, at, order), strict=True):
+                    value.update_inplace(np.ascontiguousarray(part))
             bound = _binding(engine, buffers, graph_k, self._parity)
             thread, capturing = _captures(bound.runs, engine.cuda_graph)
             if not capturing:  # a replay (or no capture at all): in the same shared entry
@@ -456,8 +475,22 @@ class StaticState:
         bound.runs[thread] = bound.runs.get(thread, 0) + 1
         top_lp, top_ids, rows_attention = outputs
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
-        picked = rows_attention[slots, :hyps] if rows_attention is not None else None
-        return top_lp[slots, :hyps, :k], top_ids[slots, :hyps, :k], picked
+        taken: Any = slice(0, first) if first is not None else slots
+        # On the CPU an output's numpy() is a view of its bound buffer, which the next step overwrites: the attention
+        # rows outlive the step (hypotheses keep them), so they are copied; the top-k is read within it.
+        picked = np.array(rows_attention[taken, :hyps]) if rows_attention is not None else None
+        return top_lp[taken, :hyps, :k], top_ids[taken, :hyps, :k], picked
+
+    def _placed(self, dims: Dims, hyps: int) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """The running sentences' slots, their first ``hyps`` rows, and their count when they hold slots 0 .. n-1
+        (None otherwise): kept until the slots change (admit, keep, compact) or the shapes do."""
+        key = (tuple(self.slot_of), dims.hyps, hyps)
+        if self._placed_key != key:
+            slots = np.array(self.slot_of, dtype=np.int64)
+            rows = (slots[:, None] * dims.hyps + np.arange(hyps)).reshape(-1)
+            first = len(slots) if self.slot_of == list(range(len(slots))) else None
+            self._placed_key, self._placed_value = key, (slots, rows, first)
+        return self._placed_value
 
     def keep(self, sentences: np.ndarray) -> None:
         self.slot_of = [self.slot_of[i] for i in sentences.tolist()]

@@ -1,0 +1,61 @@
+"""The host's own time in a static-shape step (``StaticState.step`` less its graph run), per step.
+
+    PYTHONPATH=TREE python bench/gpu_session/static_host.py BUNDLE INPUT BATCH [--provider cpu|cuda]
+
+Decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps, four passes after one to warm up,
+timing each ``StaticState.step`` and the graph run inside it: what is left is the numpy and Python around the
+replay, which at batch 1 on a GPU waits between two replays. PYTHONPATH picks the code tree measured (run it once
+with an older worktree for a side-by-side figure). Figures in docs/inference-core.md, session 26.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from core.translation import DecodeOptions
+from inference import static_state
+from inference.engine import Engine
+
+
+def main(argv: list[str]) -> None:
+    bundle, path, batch = argv[0], argv[1], int(argv[2])
+    provider = argv[argv.index("--provider") + 1] if "--provider" in argv else "cpu"
+    engine = Engine.load(bundle, provider=provider, threads=2, static_step=True)
+    with open(path, encoding="utf-8") as lines:
+        texts = [line.split("\t")[0] for line in lines if line.strip()][: max(40, 2 * batch)]
+    totals = {"run": 0.0, "step": 0.0, "steps": 0}
+    run, step = static_state._run, static_state.StaticState.step
+
+    def timed_run(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        out = run(*args, **kwargs)
+        totals["run"] += time.perf_counter() - started
+        return out
+
+    def timed_step(self: static_state.StaticState, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        out = step(self, *args, **kwargs)
+        totals["step"] += time.perf_counter() - started
+        totals["steps"] += 1
+        return out
+
+    static_state._run = timed_run  # type: ignore[assignment]
+    static_state.StaticState.step = timed_step  # type: ignore[method-assign]
+    options = DecodeOptions(beam_size=4)
+    for attempt in range(5):
+        totals.update(run=0.0, step=0.0, steps=0)
+        for start in range(0, len(texts), batch):
+            engine.translate(texts[start : start + batch], options)
+        steps = max(1, int(totals["steps"]))
+        if attempt:  # the first pass opens the buckets
+            print(
+                f"batch {batch}: host {(totals['step'] - totals['run']) / steps * 1e6:.1f} us a step, "
+                f"graph run {totals['run'] / steps * 1e6:.0f} us, {steps} steps",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
