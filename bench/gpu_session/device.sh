@@ -66,9 +66,13 @@ case "$step" in
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
   batch1)
     # Run 3 when the session has 4 minutes left after targets (nothing carried: /tmp holds what targets set up):
-    # onnxruntime's BeamSearch operator, the whole search in one run, against our loop at batch 1 and 32 on CUDA
+    # the host's own time around a replayed static step at batch 1 (what stands between replays; 58.7-62.4 us on
+    # the 2-core CPU in session 26), then onnxruntime's BeamSearch operator, the whole search in one run, against our
+    # loop at batch 1 and 32 on CUDA (measured in session 25: keep it last)
     . /tmp/gpu-env.sh
-    timeout 170 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
+    PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
+      --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b1.txt"
+    timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32 --sentences 64 --repeats 2 --out "$OUT/ort-beam-search" 2>&1 \
       | quiet | tail -8 ;;
   measure-engine)
