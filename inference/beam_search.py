@@ -40,7 +40,7 @@ import operator
 from collections.abc import Hashable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -150,6 +150,24 @@ class _Sentence:
         return results
 
 
+class _Ranked(NamedTuple):
+    """A step's proposals, ranked per sentence: what the two ways of choosing among them read."""
+
+    ranking: np.ndarray
+    """(sentences, depth) indices into a sentence's hypotheses x k proposals, best first"""
+    flat: np.ndarray
+    """(sentences, hypotheses x k) scores, float64"""
+    top_ids: np.ndarray
+    """(sentences, hypotheses x k) token ids"""
+    top_lp: np.ndarray
+    """(sentences, hypotheses x k) log-probabilities"""
+    attention: np.ndarray | None
+    width: int
+    """k: proposals a hypothesis"""
+    hyps: int
+    """hypotheses a sentence in this step"""
+
+
 class BeamSearch:
     """A running set of sentences: admit between steps, one :meth:`step` for all, results as they finish."""
 
@@ -243,10 +261,11 @@ class BeamSearch:
         # plus the banned tokens, so only that many proposals become Python values.
         depth = min(hyps * width, widest + hyps * (1 + extra))
         ranking = np.argsort(-flat, axis=1, kind="stable")[:, :depth]
+        ranked = _Ranked(ranking, flat, top_ids.reshape(batch, -1), top_lp.reshape(batch, -1), attention, width, hyps)
         if batch >= ARRAYS_FROM and all(b is None for b in banned):
-            chosen = self._choose_arrays(ranking, flat, top_ids, top_lp, attention, width, hyps)
+            chosen = self._choose_arrays(ranked)
         else:
-            chosen = self._choose_walk(ranking, flat, top_ids, top_lp, attention, width, hyps, banned)
+            chosen = self._choose_walk(ranked, banned)
         still: list[int] = []
         done: list[tuple[Hashable, list[Finished]]] = []
         for b, s in enumerate(running):
@@ -270,26 +289,13 @@ class BeamSearch:
             self._keep(still)
         return done
 
-    def _choose_walk(
-        self,
-        ranking: np.ndarray,
-        flat: np.ndarray,
-        top_ids: np.ndarray,
-        top_lp: np.ndarray,
-        attention: np.ndarray | None,
-        width: int,
-        hyps: int,
-        banned: list[list[AbstractSet[int]] | None],
-    ) -> list[list[_Hyp]]:
+    def _choose_walk(self, proposals: _Ranked, banned: list[list[AbstractSet[int]] | None]) -> list[list[_Hyp]]:
         """Each sentence's grown hypotheses, its finished ones appended to ``finished``: its ranked proposals
         walked in Python (module docstring)."""
-        batch = len(self._running)
-        rows = np.arange(batch)[:, None]
+        ranking, flat, top_ids, top_lp, attention, width, hyps = proposals
+        rows = np.arange(len(self._running))[:, None]
         ranked, scores_l = ranking.tolist(), flat[rows, ranking].tolist()
-        ids_l, lp_l = (
-            top_ids.reshape(batch, -1)[rows, ranking].tolist(),
-            top_lp.reshape(batch, -1)[rows, ranking].tolist(),
-        )
+        ids_l, lp_l = top_ids[rows, ranking].tolist(), top_lp[rows, ranking].tolist()
         eos, chosen = self.eos_id, []
         for b, s in enumerate(self._running):
             opts, parents, ban = s.options, s.alive, banned[b]
@@ -316,25 +322,17 @@ class BeamSearch:
             chosen.append(grown)
         return chosen
 
-    def _choose_arrays(
-        self,
-        ranking: np.ndarray,
-        flat: np.ndarray,
-        top_ids: np.ndarray,
-        top_lp: np.ndarray,
-        attention: np.ndarray | None,
-        width: int,
-        hyps: int,
-    ) -> list[list[_Hyp]]:
+    def _choose_arrays(self, proposals: _Ranked) -> list[list[_Hyp]]:
         """What ``_choose_walk`` chooses when no sentence bans a token, found with numpy over the whole set: a
         proposal grows its hypothesis when it is real (not a padding row's, which sort last), not EOS and among
         the first ``beam`` such of its sentence; an EOS finishes one when fewer than ``beam`` grew before it.
         Python then only builds the chosen hypotheses."""
+        ranking, flat, top_ids, top_lp, attention, width, hyps = proposals
         running, eos = self._running, self.eos_id
         batch = len(running)
         rows = np.arange(batch)[:, None]
         parent = ranking // width
-        ids = top_ids.reshape(batch, -1)[rows, ranking]
+        ids = top_ids[rows, ranking]
         alive = np.array([len(s.alive) for s in running])[:, None]
         beams = np.array([s.options.beam_size for s in running])[:, None]
         real = parent < alive
@@ -349,7 +347,7 @@ class BeamSearch:
                 continue
             picked_parent = parent[at_b, at_j].tolist()
             picked_ids = ids[at_b, at_j].tolist()
-            picked_lp = top_lp.reshape(batch, -1)[at_b, ranking[at_b, at_j]].tolist()
+            picked_lp = top_lp[at_b, ranking[at_b, at_j]].tolist()
             picked_score = flat[at_b, ranking[at_b, at_j]].tolist()
             for b, i, token, lp, score in zip(
                 at_b.tolist(), picked_parent, picked_ids, picked_lp, picked_score, strict=True

@@ -48,6 +48,8 @@ from prometheus_client import ProcessCollector
 from core.bundle import BundleError, read_manifest
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Translation
+from inference.capture import GATE
+from inference.static_state import OPENED
 from service.batcher import BatcherClosed, BatchFailed, BatchLimits, QueueBound, RequestTimeout
 from service.loader import LoadFailed
 from service.metrics import Metrics
@@ -317,9 +319,6 @@ class EngineProcess(QueueBound):
 
     def _record(self, calls: list[_Call], opened: dict[str, int], captures: int) -> None:
         """Replay the engine process's metric calls on this registry; its static-step counts become ours."""
-        from inference.capture import GATE
-        from inference.static_state import OPENED
-
         OPENED.clear()
         OPENED.update(opened)
         GATE.captures = captures
@@ -402,6 +401,7 @@ class _Engines:
         self.engines: dict[int, Any] = {}
         self.tasks: dict[int, asyncio.Task[list[Translation]]] = {}
         self.received = 0  # sentences received so far
+        self.static_sent: tuple[dict[str, int], int] = ({}, 0)  # the static-step counts the server last heard of
         self.closing = False
 
     async def serve(self) -> None:
@@ -506,12 +506,10 @@ class _Engines:
             self._flush()
 
     def _flush(self) -> None:
-        from inference.capture import GATE
-        from inference.static_state import OPENED
-
-        calls = self.recorder.take()
-        if calls or OPENED or GATE.captures:
-            self._send(("metrics", calls, dict(OPENED), GATE.captures))
+        calls, static = self.recorder.take(), (dict(OPENED), GATE.captures)
+        if calls or static != self.static_sent:  # an idle static-step server sends nothing
+            self.static_sent = static
+            self._send(("metrics", calls, *static))
 
     def _send(self, message: tuple[Any, ...]) -> None:
         try:
