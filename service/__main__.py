@@ -52,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
         flag = "--" + name.replace("_", "-")
         default = field.get_default(call_default_factory=True)
         help_text = f"{field.description} [env MT_{name.upper()}]"
-        if annotation is bool:
+        if annotation in (bool, bool | None):  # --flag / --no-flag; neither: the default (None: auto)
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
         kind, choices = _flag_type(annotation)

@@ -77,12 +77,17 @@ def usable_cpus() -> int:
 
 
 def resolve(settings: Settings) -> Settings:
-    """``settings`` with every -1 (the provider's default) replaced by the value for where the engine runs;
-    ``MT_THREADS`` 0 and ``MT_REFILL_AT`` -1 are resolved by :func:`engine_threads` and :func:`refill_limit`."""
-    defaults = GPU_DEFAULTS if on_gpu(settings) else CPU_DEFAULTS
-    if scheduler_kind(settings) == "batch":
+    """``settings`` with every -1 (the provider's default) and an unset ``MT_ENGINE_PROCESS`` replaced by the values
+    for where the engine runs; ``MT_THREADS`` 0 and ``MT_REFILL_AT`` -1 are resolved by :func:`engine_threads` and
+    :func:`refill_limit`."""
+    gpu = on_gpu(settings)
+    defaults = GPU_DEFAULTS if gpu else CPU_DEFAULTS
+    continuous = scheduler_kind(settings) == "continuous"
+    if not continuous:
         defaults = {**defaults, "inflight_batches": CPU_DEFAULTS["inflight_batches"]}
-    update = {name: value for name, value in defaults.items() if getattr(settings, name) == -1}
+    update: dict[str, object] = {name: value for name, value in defaults.items() if getattr(settings, name) == -1}
+    if settings.engine_process is None:  # auto: in a process of its own on a GPU (docs/scheduler.md)
+        update["engine_process"] = gpu and continuous
     return settings.model_copy(update=update) if update else settings
 
 

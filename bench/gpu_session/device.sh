@@ -17,7 +17,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | floor | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -55,15 +55,30 @@ case "$step" in
     # where a batch-1 sentence's time goes with its steps replayed: the replay against the host's work around it
     timeout 45 python3 -m bench profile-decode --bundle /tmp/bundle --input /tmp/model/test.tsv --provider cuda \
       --static-step --batch 1 --sentences 32 --repeats 1 --out "$OUT/profile-static-b1" 2>&1 | grep "^| " | head -16
-    # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps),
-    # with the models and the scheduler in a process of their own (MT_ENGINE_PROCESS); there, with two running sets
-    # (one's graph on the GPU while the other's search runs, now that HTTP holds no GIL of theirs), and with CUDA
-    # graphs (session 25 measured static steps in one process: slower)
+    # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps,
+    # the models and the scheduler in a process of their own: MT_ENGINE_PROCESS unset is on there since session 27),
+    # against the same in the server's process; with two running sets, and with CUDA graphs
     timeout 220 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
       --requests 512 --warmup-requests 256 --deadline 15 --levels 64,128 \
-      --servers continuous,continuous:engine-process,continuous:engine-process+inflight-batches=2,continuous:engine-process+static-step \
+      --servers continuous,continuous:no-engine-process,continuous:inflight-batches=2,continuous:static-step \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
+  floor)
+    # Run 2 of session 27 (after part 1 on a fresh machine; carry as targets; timeout_s 400): what a replayed
+    # batch-1 step is made of (bench/gpu_session/replay_floor.py), plain and fused attention, then the server as it
+    # now starts on a GPU (the engine process by default) against the same in one process, 1 to 128 clients
+    setup || exit 3
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
+    python3 -m training export /tmp/model/model.pt /tmp/fused --gpu-dtype fp16 --static-step --gpu-attention fused \
+      2>&1 | quiet | tail -1
+    for B in bundle fused; do
+      PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/replay_floor.py /tmp/$B /tmp/model/test.tsv 2>&1 \
+        | quiet | tail -7 | tee "$OUT/replay-floor-$B.txt"
+    done
+    timeout 200 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
+      --requests 768 --warmup-requests 256 --deadline 15 --levels 1,16,64,128 \
+      --servers continuous,continuous:no-engine-process --out "$OUT/load-default" 2>&1 | quiet | grep -E "clients:"
+    rm -f "$OUT"/*.png ;;
   batch1)
     # Run 3 when the session has 4 minutes left after targets (nothing carried: /tmp holds what targets set up):
     # the host's own time around a replayed static step at batch 1 (what stands between replays; 58.7-62.4 us on

@@ -50,7 +50,7 @@ def test_provider_defaults_resolve_by_where_the_engine_runs_and_keep_what_is_set
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """-1: the CPU's batch limits, admissions and running sets, or the GPU's; a value set is kept on either; the
-    batch scheduler keeps two batches in flight on a GPU too."""
+    batch scheduler keeps two batches in flight on a GPU too. MT_ENGINE_PROCESS unset: on a GPU only."""
     import service.app as app
 
     for gpu, expected in [(False, app.CPU_DEFAULTS), (True, app.GPU_DEFAULTS)]:
@@ -66,6 +66,11 @@ def test_provider_defaults_resolve_by_where_the_engine_runs_and_keep_what_is_set
         )
         assert app.resolve(Settings(max_batch_sentences=8)).max_batch_tokens == expected["max_batch_tokens"]
         assert app.resolve(Settings(scheduler="batch")).inflight_batches == 2
+        # the engine in a process of its own: on a GPU with the continuous scheduler, unless set
+        assert app.resolve(Settings()).engine_process is gpu
+        assert app.resolve(Settings(scheduler="batch")).engine_process is False
+        for chosen in (True, False):
+            assert app.resolve(Settings(engine_process=chosen)).engine_process is chosen
     assert app.GPU_DEFAULTS["max_batch_tokens"] > app.CPU_DEFAULTS["max_batch_tokens"]
     for name in app.CPU_DEFAULTS:
         with pytest.raises(ValueError, match="not a size or a count"):
@@ -111,3 +116,25 @@ def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
     with thread_server(settings_for(write_fake_bundle(tmp_path / "en-de"), **cpu, inflight_batches=4), loader) as s:
         assert s.client.post("/translate", json={"text": "a b"}).status_code == 200
     assert asked == [4]
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "expected"),
+    [
+        ({}, [], None),
+        ({"MT_ENGINE_PROCESS": "auto"}, [], None),
+        ({"MT_ENGINE_PROCESS": "1"}, [], True),
+        ({"MT_ENGINE_PROCESS": "false"}, [], False),
+        ({"MT_ENGINE_PROCESS": "1"}, ["--no-engine-process"], False),
+        ({}, ["--engine-process"], True),
+    ],
+)
+def test_the_engine_process_is_auto_unless_set_by_environment_or_flag(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], argv: list[str], expected: bool | None
+) -> None:
+    """MT_ENGINE_PROCESS: unset or auto leaves it to where the engine runs (resolved by service.app.resolve); a
+    flag wins over the environment."""
+    monkeypatch.delenv("MT_ENGINE_PROCESS", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert settings_from(argv).engine_process is expected

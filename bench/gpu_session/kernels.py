@@ -1,0 +1,37 @@
+"""The CUDA kernels of batch-1 static-shape steps, by GPU time, from torch's profiler (CUPTI records every kernel of
+the process, onnxruntime's included).
+
+    PYTHONPATH=TREE python bench/gpu_session/kernels.py BUNDLE INPUT
+
+Decodes INPUT's first 12 sentences one at a time (beam 4) twice with the bundle's static-shape steps, not captured
+(a captured graph's kernels are not traced one by one: bench/gpu_session/replay_floor.py times the replays), and
+prints the kernels of the second pass. Needs torch with CUDA (the GPU machine's has it). Session 27's tables:
+docs/reports/gpu/h200-2026-11-26c/kernels-b1*.txt, read in docs/inference-core.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from torch.profiler import ProfilerActivity, profile
+
+from core.translation import DecodeOptions
+from inference.engine import Engine
+
+
+def main(argv: list[str]) -> None:
+    bundle, path = argv[0], argv[1]
+    engine = Engine.load(bundle, provider="cuda", threads=2, static_step=True, cuda_graph=False)
+    with open(path, encoding="utf-8") as lines:
+        texts = [line.split("\t")[0] for line in lines if line.strip()][:12]
+    options = DecodeOptions(beam_size=4)
+    for text in texts:
+        engine.translate([text], options)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for text in texts:
+            engine.translate([text], options)
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
