@@ -111,7 +111,7 @@ class Settings(BaseSettings):
         None,
         description="Continuous scheduler: load the models and run the scheduler in a process of their own, so "
         "that HTTP, sentence splitting and tokenization never hold the decoding thread's GIL "
-        "(service/engine_process.py); unset (auto): on a GPU, where it served 1.2-1.8x the sentences/s at 64-128 "
+        "(service/engine_process.py); unset (auto): on a GPU, where it served 1.36-1.80x the sentences/s at 64-128 "
         "clients on an H200, off on the CPU, where it gained nothing (docs/scheduler.md).",
     )
     admit_every: int = Field(
