@@ -4,8 +4,11 @@
 
 Decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps, four passes after one to warm up,
 timing each ``StaticState.step`` and the graph run inside it: what is left is the numpy and Python around the
-replay, which at batch 1 on a GPU waits between two replays. PYTHONPATH picks the code tree measured (run it once
-with an older worktree for a side-by-side figure). Figures in docs/inference-core.md, session 26.
+replay, which at batch 1 on a GPU waits between two replays; and per sentence, its admission (the static encoder's
+run on CUDA, then ``place``) and the graphs run through ``Engine.run_graph`` (``place``, ``grow``, ``compact``, and
+the encoder where it is not captured).
+PYTHONPATH picks the code tree measured (run it once with an older worktree for a side-by-side figure). Figures in
+docs/inference-core.md, sessions 26 and 27.
 """
 
 from __future__ import annotations
@@ -41,18 +44,35 @@ def main(argv: list[str]) -> None:
         totals["steps"] += 1
         return out
 
+    admit, encode = static_state.StaticState.admit, static_state.EncoderBucket.run
+    graph = engine.run_graph
+
+    def timed(key: str, call: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            out = call(*args, **kwargs)
+            totals[key] += time.perf_counter() - started
+            return out
+
+        return run
+
     static_state._run = timed_run  # type: ignore[assignment]
     static_state.StaticState.step = timed_step  # type: ignore[method-assign]
+    static_state.StaticState.admit = timed("admit", admit)  # type: ignore[method-assign]
+    static_state.EncoderBucket.run = timed("encode", encode)  # type: ignore[method-assign]
+    engine.run_graph = timed("graphs", graph)  # type: ignore[method-assign]
     options = DecodeOptions(beam_size=4)
     for attempt in range(5):
-        totals.update(run=0.0, step=0.0, steps=0)
+        totals.update(run=0.0, step=0.0, steps=0, admit=0.0, encode=0.0, graphs=0.0)
         for start in range(0, len(texts), batch):
             engine.translate(texts[start : start + batch], options)
         steps = max(1, int(totals["steps"]))
         if attempt:  # the first pass opens the buckets
             print(
                 f"batch {batch}: host {(totals['step'] - totals['run']) / steps * 1e6:.1f} us a step, "
-                f"graph run {totals['run'] / steps * 1e6:.0f} us, {steps} steps",
+                f"graph run {totals['run'] / steps * 1e6:.0f} us, {steps} steps; a sentence's admission "
+                f"{totals['admit'] / len(texts) * 1e3:.2f} ms (encoder {totals['encode'] / len(texts) * 1e3:.2f}), "
+                f"graphs run by Engine.run_graph {totals['graphs'] / len(texts) * 1e3:.2f} ms",
                 flush=True,
             )
 
