@@ -58,8 +58,9 @@ case "$step" in
     # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps,
     # the models and the scheduler in a process of their own: MT_ENGINE_PROCESS unset is on there since session 27),
     # against the same in the server's process; with two running sets, and with CUDA graphs
+    # (2048 requests a level: with 512 or 768, a level at 128 clients lasted about a second, ramp and drain included)
     timeout 220 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
-      --requests 512 --warmup-requests 256 --deadline 15 --levels 64,128 \
+      --requests 2048 --warmup-requests 256 --deadline 15 --levels 64,128 \
       --servers continuous,continuous:no-engine-process,continuous:inflight-batches=2,continuous:static-step \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
@@ -76,7 +77,7 @@ case "$step" in
         | quiet | tail -7 | tee "$OUT/replay-floor-$B.txt"
     done
     timeout 200 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
-      --requests 768 --warmup-requests 256 --deadline 15 --levels 1,16,64,128 \
+      --requests 2048 --warmup-requests 256 --deadline 15 --levels 1,16,64,128 \
       --servers continuous,continuous:no-engine-process --out "$OUT/load-default" 2>&1 | quiet | grep -E "clients:"
     rm -f "$OUT"/*.png ;;
   batch1)
