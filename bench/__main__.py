@@ -27,6 +27,7 @@ COMMANDS = {
     "running-sets": "bench.running_sets",
     "batch-wait": "bench.batch_wait",
     "overload": "bench.overload",
+    "refusal-cost": "bench.refusal_cost",
     "soak": "bench.soak",
     # decoding options and quality
     "option-sweep": "bench.option_sweep",

@@ -25,7 +25,7 @@ from service.engine_process import EngineProcess, bundle_front
 from service.errors import ERROR_CODES, install_error_handlers
 from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
-from service.middleware import RequestContext
+from service.middleware import RequestContext, Shed
 from service.models import ConfigurationError, Models, bundle_paths
 from service.routes import admin, health, libretranslate, translate
 from service.scheduler import Scheduler
@@ -108,6 +108,14 @@ def refill_limit(settings: Settings) -> int | None:
         return settings.refill_at
     return None if on_gpu(settings) else CPU_REFILL_AT
 
+
+DECODING_PATHS = {
+    "/translate": "api",
+    "/translate/document": "api",
+    "/libretranslate/translate": "libretranslate",
+    "/libretranslate/translate_file": "libretranslate",
+}
+"""The routes that queue sentences, and the shape of their errors: refused early while the queue is full (Shed)."""
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -231,6 +239,14 @@ def create_app(
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(libretranslate.router)
+    # a full queue refuses decoding requests before their bodies are parsed (inside CORS and RequestContext)
+    app.add_middleware(
+        Shed,
+        refusal=service.batcher.refusal,
+        paths=DECODING_PATHS,
+        metrics=metrics,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

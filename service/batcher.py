@@ -45,10 +45,11 @@ class BatchEngine(Protocol):
 class QueueFull(Exception):
     """The queue bound is reached: the client should retry after ``retry_after`` seconds."""
 
-    def __init__(self, queued: int, wanted: int, limit: int, retry_after: int):
+    def __init__(self, queued: int, wanted: int | None, limit: int, retry_after: int):
+        adds = f", this request adds {wanted}" if wanted is not None else ""
         super().__init__(
-            f"the server is overloaded: {queued} sentences are queued, this request adds {wanted}, "
-            f"the bound is {limit}; retry in {retry_after} s"
+            f"the server is overloaded: {queued} sentences are queued{adds}, the bound is {limit}; "
+            f"retry in {retry_after} s"
         )
         self.retry_after = retry_after
 
@@ -164,6 +165,14 @@ class QueueBound:
         limit = self.limits.max_queue
         if 0 < sentences <= limit and self._depth + sentences > limit:
             raise QueueFull(self._depth, sentences, limit, self._retry_after())
+
+    def refusal(self) -> QueueFull | None:
+        """QueueFull when not one more sentence fits (the queue is at its bound), else None: the request middleware
+        then refuses a decoding request before its body is parsed and validated (service/middleware.py)."""
+        limit = self.limits.max_queue
+        if self._depth >= limit:
+            return QueueFull(self._depth, None, limit, self._retry_after())
+        return None
 
     def _check_admission(self, sentences: int) -> None:
         """TooManySentences or QueueFull for a request of ``sentences`` that cannot be queued now."""

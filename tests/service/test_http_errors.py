@@ -168,11 +168,42 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         message = error(refused, 503, "overloaded")
         assert "the bound is 3" in message
         assert int(refused.headers["retry-after"]) >= 1
-        too_big = s.client.post("/translate", json={"text": ["a", "b", "c", "d"]})
-        assert "MT_MAX_QUEUE" in error(too_big, 413, "too_large")
+        # refused before its body is parsed (service/middleware.py Shed): an invalid one too, and LibreTranslate's
+        # in its own error shape; a route that queues nothing is not refused
+        assert "the bound is 3" in error(s.client.post("/translate", json={"text": 5}), 503, "overloaded")
+        lt = s.client.post("/libretranslate/translate", json={"q": "x", "source": "en", "target": "de"})
+        assert lt.status_code == 503 and "the bound is 3" in lt.json()["error"] and lt.headers["retry-after"]
+        assert s.client.post("/detect", json={"text": "hello world"}).status_code != 503
+        assert 'mt_errors_total{reason="overloaded"} 3.0' in s.client.get("/metrics").text
         first.join()
         second.join()
         assert [r.status_code for r in done] == [200, 200]
+        too_big = s.client.post("/translate", json={"text": ["a", "b", "c", "d"]})  # never fits: 413, not 503
+        assert "MT_MAX_QUEUE" in error(too_big, 413, "too_large")
+
+
+def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_path: Path) -> None:
+    """With MT_API_KEY set, a request without the key is told so (401) even while the queue is full; one with it
+    is refused (503) before its body is parsed; LibreTranslate's requests, whose key is in the body, go on to
+    the route, which refuses them as well."""
+    bundle = write_fake_bundle(tmp_path / "b", delay_s=0.5)
+    loader = FakeLoader()
+    settings = settings_for(bundle, max_queue=1, max_wait_ms=0, inflight_batches=1, api_key="client-key")
+    with thread_server(settings, loader) as s:
+        threads = [
+            threading.Thread(target=s.client.post, args=("/translate",), kwargs={"json": {"text": t}, "headers": KEY})
+            for t in ("decoding now", "waiting")
+        ]
+        threads[0].start()
+        wait_until(lambda: len(loader.last.batches) == 1, what="the first batch to start")
+        threads[1].start()
+        wait_until(lambda: s.service.batcher.depth == 1, what="the queue to fill")
+        error(s.client.post("/translate", json={"text": "x"}), 401, "unauthorized")
+        error(s.client.post("/translate", json={"text": 5}, headers=KEY), 503, "overloaded")
+        lt = {"q": "x", "source": "en", "target": "de", "api_key": "client-key"}
+        assert s.client.post("/libretranslate/translate", json=lt).status_code == 503
+        for t in threads:
+            t.join()
 
 
 def test_request_timeout_gets_504_and_the_server_recovers(tmp_path: Path) -> None:
