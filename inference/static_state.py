@@ -159,6 +159,17 @@ class Buffers:
     """the step's host inputs, packed (tokens, positions, reorder), written in place each step"""
     identity: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """arange(rows): the reorder of rows no running hypothesis holds"""
+    views: tuple[np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
+    """``host`` as tokens (slots, hyps), positions (slots) and reorder (rows): views made once"""
+
+    def __post_init__(self) -> None:
+        d = self.dims
+        if len(self.host) == 2 * d.rows + d.slots:
+            self.views = (
+                self.host[: d.rows].reshape(d.slots, d.hyps),
+                self.host[d.rows : d.rows + d.slots],
+                self.host[d.rows + d.slots :],
+            )
 
 
 def _captures(runs: dict[int, int], cuda_graph: bool) -> tuple[int, bool]:
@@ -373,6 +384,7 @@ class StaticState:
         """the slot of each running sentence, in the search's order"""
         self._prev_slots = np.zeros(0, dtype=np.int64)  # the slots of the last step's sentences, in its order
         self._prev_hyps = 1
+        self._prev_first: int | None = None  # the last step's sentence count when they held slots 0 .. n-1
         self._parity = 0  # which of the two caches holds the last step's output
         self._placed_key: tuple[Any, ...] = ()
         nothing = np.zeros(0, np.int64)
@@ -436,15 +448,11 @@ class StaticState:
         slots, rows, first = self._placed(dims, hyps)
         # The step's host inputs, written into one reused vector (packed: tokens, positions, reorder): a batch-1 step
         # is a few dozen microseconds of host work between two replays, and each numpy allocation is a part of it.
-        host = buffers.host
-        grid, at, order = (
-            host[: dims.rows].reshape(dims.slots, dims.hyps),
-            host[dims.rows : dims.rows + dims.slots],
-            host[dims.rows + dims.slots :],
-        )
-        grid.fill(engine.bos_id)
-        at.fill(0)
-        order[:] = buffers.identity
+        host, (grid, at, order) = buffers.host, buffers.views
+        full = first == dims.slots and hyps == dims.hyps  # every slot and row is written below: nothing to reset
+        if not full:
+            grid.fill(engine.bos_id)
+            at.fill(0)
         if first is not None:  # the running sentences hold slots 0 .. n-1 (most sets): slices, not index arrays
             grid[:first, :hyps] = tokens
             at[:first] = positions
@@ -452,12 +460,21 @@ class StaticState:
             grid[slots, :hyps] = tokens
             at[slots] = positions
         if len(self._prev_slots):
-            sentence, hyp = np.divmod(reorder, self._prev_hyps)
-            source = self._prev_slots[sentence] * dims.hyps + hyp
+            if self._prev_first == len(self._prev_slots) and self._prev_hyps == dims.hyps:
+                source = reorder.copy()  # the last step's sentences held slots 0 .. n-1 at this width: rows as given
+            else:
+                sentence, hyp = np.divmod(reorder, self._prev_hyps)
+                source = self._prev_slots[sentence] * dims.hyps + hyp
             if not positions.all():  # a new sentence reads no cached column: any row does
                 fresh = np.repeat(positions == 0, hyps)
                 source[fresh] = rows[fresh]
-            order[rows] = source
+            if full:
+                order[:] = source
+            else:
+                order[:] = buffers.identity
+                order[rows] = source
+        else:
+            order[:] = buffers.identity
         graph_k = min(bucket(k), engine.vocab_size)
         with GATE.shared():
             if engine.static_packed:
@@ -475,6 +492,7 @@ class StaticState:
         bound.runs[thread] = bound.runs.get(thread, 0) + 1
         top_lp, top_ids, rows_attention = outputs
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
+        self._prev_first = first
         taken: Any = slice(0, first) if first is not None else slots
         # On the CPU an output's numpy() is a view of its bound buffer, which the next step overwrites: the attention
         # rows outlive the step (hypotheses keep them), so they are copied; the top-k is read within it.
@@ -523,6 +541,7 @@ class StaticState:
         moved = np.zeros(a.slots, dtype=np.int64)  # old slot -> new slot; the last step's rows are read through it
         moved[self.slot_of] = np.arange(len(self.slot_of))
         self._prev_slots = moved[self._prev_slots]
+        self._prev_first = None  # no longer slots 0 .. n-1 in the last step's order
         self.slot_of = list(range(len(self.slot_of)))
         self.buffers = new
         engine.static_pool.release(old)
