@@ -155,21 +155,20 @@ class Buffers:
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
     nbytes: int = 0
     """device bytes of all the tensors"""
-    host: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    host: np.ndarray = field(kw_only=True)
     """the step's host inputs, packed (tokens, positions, reorder), written in place each step"""
-    identity: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    identity: np.ndarray = field(kw_only=True)
     """arange(rows): the reorder of rows no running hypothesis holds"""
-    views: tuple[np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
+    views: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False)
     """``host`` as tokens (slots, hyps), positions (slots) and reorder (rows): views made once"""
 
     def __post_init__(self) -> None:
         d = self.dims
-        if len(self.host) == 2 * d.rows + d.slots:
-            self.views = (
-                self.host[: d.rows].reshape(d.slots, d.hyps),
-                self.host[d.rows : d.rows + d.slots],
-                self.host[d.rows + d.slots :],
-            )
+        self.views = (
+            self.host[: d.rows].reshape(d.slots, d.hyps),
+            self.host[d.rows : d.rows + d.slots],
+            self.host[d.rows + d.slots :],
+        )
 
 
 def _captures(runs: dict[int, int], cuda_graph: bool) -> tuple[int, bool]:

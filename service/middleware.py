@@ -136,17 +136,9 @@ class RequestContext:
 
     @staticmethod
     async def _error(send: Send, status: int, code: str, message: str, request_id: str) -> None:
-        body = json.dumps(
-            ErrorResponse(error=code, message=message, request_id=request_id).model_dump(exclude_none=True)
-        ).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        if status == 413:
-            headers.append((b"connection", b"close"))  # the unread rest of the body makes the connection unusable
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        payload = ErrorResponse(error=code, message=message, request_id=request_id).model_dump(exclude_none=True)
+        # after a 413 the unread rest of the body makes the connection unusable
+        await _send_json(send, status, payload, [(b"connection", b"close")] if status == 413 else [])
 
 
 class Shed:
@@ -191,14 +183,7 @@ class Shed:
             payload = ErrorResponse(error="overloaded", message=message, request_id=request_id).model_dump(
                 exclude_none=True
             )
-        body = json.dumps(payload).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(refused.retry_after).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 503, payload, [(b"retry-after", str(refused.retry_after).encode())])
 
     def _may_refuse(self, scope: Scope, shape: str) -> bool:
         if self.api_key is None:
@@ -207,6 +192,14 @@ class Shed:
             return False
         given = next((v for k, v in scope["headers"] if k.lower() == b"x-api-key"), b"")
         return secrets.compare_digest(given, self.api_key)
+
+
+async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+    """A whole JSON response: ``payload`` with ``status`` and ``headers`` besides its type and length."""
+    body = json.dumps(payload).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -28,42 +28,28 @@ def main(argv: list[str]) -> None:
     engine = Engine.load(bundle, provider=provider, threads=2, static_step=True)
     with open(path, encoding="utf-8") as lines:
         texts = [line.split("\t")[0] for line in lines if line.strip()][: max(40, 2 * batch)]
-    totals = {"run": 0.0, "step": 0.0, "steps": 0}
-    run, step = static_state._run, static_state.StaticState.step
-
-    def timed_run(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        out = run(*args, **kwargs)
-        totals["run"] += time.perf_counter() - started
-        return out
-
-    def timed_step(self: static_state.StaticState, *args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        out = step(self, *args, **kwargs)
-        totals["step"] += time.perf_counter() - started
-        totals["steps"] += 1
-        return out
-
-    admit, encode = static_state.StaticState.admit, static_state.EncoderBucket.run
-    graph = engine.run_graph
+    totals: dict[str, float] = {}
 
     def timed(key: str, call: Any) -> Any:
+        """``call``, its seconds added to ``totals[key]`` and its calls counted in ``totals[key + "s"]``."""
+
         def run(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             out = call(*args, **kwargs)
             totals[key] += time.perf_counter() - started
+            totals[key + "s"] += 1
             return out
 
         return run
 
-    static_state._run = timed_run  # type: ignore[assignment]
-    static_state.StaticState.step = timed_step  # type: ignore[method-assign]
-    static_state.StaticState.admit = timed("admit", admit)  # type: ignore[method-assign]
-    static_state.EncoderBucket.run = timed("encode", encode)  # type: ignore[method-assign]
-    engine.run_graph = timed("graphs", graph)  # type: ignore[method-assign]
+    static_state._run = timed("run", static_state._run)  # type: ignore[assignment]
+    static_state.StaticState.step = timed("step", static_state.StaticState.step)  # type: ignore[method-assign]
+    static_state.StaticState.admit = timed("admit", static_state.StaticState.admit)  # type: ignore[method-assign]
+    static_state.EncoderBucket.run = timed("encode", static_state.EncoderBucket.run)  # type: ignore[method-assign]
+    engine.run_graph = timed("graphs", engine.run_graph)  # type: ignore[method-assign]
     options = DecodeOptions(beam_size=4)
     for attempt in range(5):
-        totals.update(run=0.0, step=0.0, steps=0, admit=0.0, encode=0.0, graphs=0.0)
+        totals.update({key: 0.0 for name in ("run", "step", "admit", "encode", "graphs") for key in (name, name + "s")})
         for start in range(0, len(texts), batch):
             engine.translate(texts[start : start + batch], options)
         steps = max(1, int(totals["steps"]))
