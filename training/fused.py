@@ -49,17 +49,35 @@ def _placeholder(g: Any) -> Any:
     return _optional_input_placeholder_tensor(g)
 
 
+def _biased(query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The projections plus their biases (query's, key's and value's, concatenated), as the kernel adds them."""
+    if bias is None:
+        return query, key, value
+    q_bias, k_bias, v_bias = bias.split([query.size(-1), key.size(-1), value.size(-1)])
+    return query + q_bias, key + k_bias, value + v_bias
+
+
 class CachedSelfAttention(torch.autograd.Function):
     """One new position per row against its cache: ``query``, ``key``, ``value`` (rows, 1, d_model) from the
-    projections, ``own`` (rows, T + 1) int32, 1 at the columns that are the row's own (the cache is shared by
-    sentences at different positions), ``past_key`` / ``past_value`` (rows, heads, T, d_head). Returns the
-    attention output (rows, 1, d_model) and the grown cache, (rows, heads, T + 1, d_head) each."""
+    projections before their ``bias`` (3 * d_model, added inside the kernel: on CUDA in the kernel that splits the
+    heads, instead of a broadcast before a Gemm), ``own`` (rows, T + 1) int32, 1 at the columns that are the row's
+    own (the cache is shared by sentences at different positions), ``past_key`` / ``past_value`` (rows, heads, T,
+    d_head). Returns the attention output (rows, 1, d_model) and the grown cache, (rows, heads, T + 1, d_head)
+    each."""
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, query: Tensor, key: Tensor, value: Tensor, own: Tensor, past_key: Tensor, past_value: Tensor
+        ctx: Any,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        bias: Tensor | None,
+        own: Tensor,
+        past_key: Tensor,
+        past_value: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
         heads = past_key.size(1)
+        query, key, value = _biased(query, key, value, bias)
         keys = torch.cat([past_key, _heads(key, heads)], dim=2)
         values = torch.cat([past_value, _heads(value, heads)], dim=2)
         q = _heads(query, heads)
@@ -67,13 +85,13 @@ class CachedSelfAttention(torch.autograd.Function):
         return _attend(scores, values), keys, values
 
     @staticmethod
-    def symbolic(g: Any, query: Any, key: Any, value: Any, own: Any, past_key: Any, past_value: Any) -> Any:
+    def symbolic(g: Any, query: Any, key: Any, value: Any, bias: Any, own: Any, past_key: Any, past_value: Any) -> Any:
         from torch.onnx.symbolic_helper import _get_tensor_dim_size
 
-        none = _placeholder(g)  # no projection bias (the projection added it), no attention bias
+        none = _placeholder(g)  # no attention bias
         outputs = g.op(
             "com.microsoft::MultiHeadAttention",
-            *(query, key, value, none, own, none, past_key, past_value),
+            *(query, key, value, bias, own, none, past_key, past_value),
             num_heads_i=_get_tensor_dim_size(past_key, 1),
             outputs=3,
         )
@@ -83,12 +101,17 @@ class CachedSelfAttention(torch.autograd.Function):
 class KeyMaskedAttention(torch.autograd.Function):
     """Queries against keys with padding: ``query`` (B, S_q, d_model); ``key`` / ``value`` either (B, S, d_model)
     (the encoder's self-attention) or already split into heads, (B, heads, S, d_head) (the decoder's
-    cross-attention over the encoder's projections); ``keep`` (B, S) int32, 1 at a real token. Returns the output
-    (B, S_q, d_model) and the masked scores (B, heads, S_q, S), ``MASKED`` at padding, whose softmax is the
-    attention weights (onnxruntime masks by replacing the scores, not by adding to them)."""
+    cross-attention over the encoder's projections); ``bias`` the three projections' biases (3 * d_model, added
+    inside the kernel; onnxruntime allows it only with (B, S, d_model) keys) or None; ``keep`` (B, S) int32, 1 at
+    a real token. Returns the output (B, S_q, d_model) and the masked scores (B, heads, S_q, S), ``MASKED`` at
+    padding, whose softmax is the attention weights (onnxruntime masks by replacing the scores, not by adding to
+    them)."""
 
     @staticmethod
-    def forward(ctx: Any, query: Tensor, key: Tensor, value: Tensor, keep: Tensor, heads: int) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        ctx: Any, query: Tensor, key: Tensor, value: Tensor, bias: Tensor | None, keep: Tensor, heads: int
+    ) -> tuple[Tensor, Tensor]:
+        query, key, value = _biased(query, key, value, bias)
         if key.dim() == 3:
             key, value = _heads(key, heads), _heads(value, heads)
         q = _heads(query, heads)
@@ -96,11 +119,14 @@ class KeyMaskedAttention(torch.autograd.Function):
         return _attend(scores, value), scores
 
     @staticmethod
-    def symbolic(g: Any, query: Any, key: Any, value: Any, keep: Any, heads: int) -> Any:
-        none = _placeholder(g)
+    def symbolic(g: Any, query: Any, key: Any, value: Any, bias: Any, keep: Any, heads: int) -> Any:
+        from torch.onnx.symbolic_helper import _is_none
+
+        if _is_none(bias):
+            bias = _placeholder(g)
         # Outputs 1 and 2 (the cache it would grow) are left unnamed after tracing: ``drop_unused_outputs``.
         out, _, _, scores = g.op(
-            "com.microsoft::MultiHeadAttention", query, key, value, none, keep, num_heads_i=heads, outputs=4
+            "com.microsoft::MultiHeadAttention", query, key, value, bias, keep, num_heads_i=heads, outputs=4
         )
         return _typed((out, scores), (query, 3), (query, 4))
 
@@ -128,19 +154,22 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
     """Each ``LayerNormalization`` over the last axis of an ``Add`` of two activations of the same shape becomes
     one ``com.microsoft`` ``SkipLayerNormalization`` (on the CPU and on CUDA): the residual addition and the
     norm in one kernel. Where the sum is read elsewhere too (pre-norm: it is the next residual), the fused node
-    returns it as its fourth output under the same name. Returns how many were fused."""
+    returns it as its fourth output under the same name. Where one side of the sum is a projection plus its bias
+    (a constant vector) read nowhere else, the bias becomes the kernel's fifth input and its ``Add`` goes: on CUDA
+    that is one broadcast kernel less per projection, since onnxruntime's Gemm copies its bias into the output
+    before the product. Returns how many were fused."""
     from onnx import helper
 
     graph = model.graph
     producer = {name: node for node in graph.node for name in node.output}
-    constants = {t.name for t in graph.initializer}
+    constants = {t.name: t for t in graph.initializer}
     readers: dict[str, int] = {}
     for node in graph.node:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
     outputs = {o.name for o in graph.output}
     shapes = _inferred_shapes(model)
-    fused, sums = 0, set()
+    fused, sums, unbiased = 0, set(), set()
     for index, node in enumerate(list(graph.node)):
         if node.op_type != "LayerNormalization" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
             continue
@@ -154,9 +183,18 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
             continue
         epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
         sum_elsewhere = readers.get(add.output[0], 0) > 1 or add.output[0] in outputs
+        terms, bias = list(add.input), list[str]()
+        for side, term in enumerate(terms):  # a projection's bias, added inside the kernel rather than before it
+            biased = producer.get(term)
+            if bias or biased is None or biased.op_type != "Add" or readers.get(term) != 1 or term in outputs:
+                continue
+            found = [i for i, name in enumerate(biased.input) if _is_vector(constants.get(name), shapes.get(term))]
+            if len(found) == 1 and producer.get(biased.input[1 - found[0]]) is not None:
+                terms[side], bias = biased.input[1 - found[0]], [biased.input[found[0]]]
+                unbiased.add(term)
         skip = helper.make_node(
             "SkipLayerNormalization",
-            [add.input[0], add.input[1], node.input[1], node.input[2]],
+            [*terms, node.input[1], node.input[2], *bias],
             [node.output[0], "", "", add.output[0] if sum_elsewhere else ""],
             name=f"skip_{node.name or index}",
             domain="com.microsoft",
@@ -168,11 +206,23 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
         sums.add(add.output[0])
         fused += 1
     for node in list(graph.node):
-        if node.op_type == "Add" and node.output[0] in sums:
+        if node.op_type == "Add" and (node.output[0] in sums or node.output[0] in unbiased):
             graph.node.remove(node)
     if fused and not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return fused
+
+
+def _is_vector(constant: onnx.TensorProto | None, shape: list[int | None] | None) -> bool:
+    """Whether ``constant`` is a float vector as long as the last axis of ``shape``: a bias that kernel adds."""
+    return (
+        constant is not None
+        and constant.data_type == 1  # float
+        and len(constant.dims) == 1
+        and shape is not None
+        and bool(shape)
+        and shape[-1] == constant.dims[0]
+    )
 
 
 def _same_shape(sa: list[int | None] | None, sb: list[int | None] | None) -> bool:

@@ -42,11 +42,18 @@ def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
 def _fused_linear(x: Tensor, layers: list[nn.Linear]) -> Tensor:
     """``torch.cat([layer(x) for layer in layers], -1)`` as one GEMM over the concatenated weights (folded into
     one constant at export): one larger product is faster than several small ones on the same rows."""
+    product, bias = _fused_product(x, layers)
+    return product + bias
+
+
+def _fused_product(x: Tensor, layers: list[nn.Linear]) -> tuple[Tensor, Tensor]:
+    """``_fused_linear`` as its product and its bias apart, for a kernel that adds the bias itself (the fused
+    attention's, training/fused.py)."""
     weight = torch.cat([layer.weight for layer in layers])
     bias = torch.cat(
         [layer.bias if layer.bias is not None else layer.weight.new_zeros(len(layer.weight)) for layer in layers]
     )
-    return x @ weight.t() + bias
+    return x @ weight.t(), bias
 
 
 def _linears(x: Tensor, layers: list[nn.Linear]) -> list[Tensor]:
@@ -105,9 +112,9 @@ class EncoderGraph(nn.Module):
 
             def self_attention(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 if self.fused:  # (B, S, d_model) in and out, the heads split and merged inside the kernel
-                    qkv = padded(_fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj])).reshape(batch, length, -1)
-                    q, k, v = qkv.split(d_model, dim=-1)
-                    out, _ = KeyMaskedAttention.apply(q, k, v, keep, heads)
+                    product, bias = _fused_product(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                    q, k, v = padded(product).reshape(batch, length, -1).split(d_model, dim=-1)
+                    out, _ = KeyMaskedAttention.apply(q, k, v, bias, keep, heads)
                     return _linear(packed(out.reshape(rows, d_model)), attn.out_proj)
                 q, k, v = split(_fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj]))
                 out, _ = attn.attend(q, k, v, pad_mask)
@@ -225,16 +232,16 @@ class DecoderStep(nn.Module):
                 return _linear(out.transpose(1, 2).reshape(-1, d_model), attn.out_proj)
 
             def fused_self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
-                qkv = _fused_linear(h, [attn.q_proj, attn.k_proj, attn.v_proj])
-                q, k_new, v_new = qkv.reshape(-1, 1, 3 * d_model).split(d_model, dim=-1)  # (rows, 1, d_model) each
+                product, bias = _fused_product(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                q, k_new, v_new = product.reshape(-1, 1, 3 * d_model).split(d_model, dim=-1)  # (rows, 1, d_model)
                 past_k, past_v = cached_rows(past[2 * i]), cached_rows(past[2 * i + 1])
-                out, keys, values = CachedSelfAttention.apply(q, k_new, v_new, own, past_k, past_v)
+                out, keys, values = CachedSelfAttention.apply(q, k_new, v_new, bias, own, past_k, past_v)
                 present.extend((keys, values))
                 return _linear(out.reshape(-1, d_model), attn.out_proj)
 
             def fused_cross_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.cross_attn) -> Tensor:
                 q = _linear(h, attn.q_proj).reshape(batch, -1, d_model)
-                out, _ = KeyMaskedAttention.apply(q, cross[2 * i], cross[2 * i + 1], keep, heads)
+                out, _ = KeyMaskedAttention.apply(q, cross[2 * i], cross[2 * i + 1], None, keep, heads)
                 if i == self.attention_layer:
                     # The reported weights from the model's own operators, not from the kernel's scores output:
                     # onnxruntime's CUDA MultiHeadAttention returns other scores there than its CPU kernel

@@ -204,6 +204,26 @@ def _weights_of(
                 if bias_param in params and bias_param not in exact:
                     found[bias_param] = torch.from_numpy(bias[start : start + width].copy())
             start += width
+    # Biases a kernel adds itself (fused graphs: the attention's query/key/value biases, one concatenated
+    # constant): each vector constant that is parameters side by side.
+    firsts = {p.detach().numpy()[:1].tobytes(): name for name, p in params.items() if p.dim() == 1 and len(p)}
+    for name, vector in fresh_values.items():
+        if vector.ndim != 1 or name in params or vector.dtype != np.float32:
+            continue
+        pieces: list[tuple[str, int, int]] = []
+        start = 0
+        while start < len(vector) and vector[start : start + 1].tobytes() in firsts:
+            piece = firsts[vector[start : start + 1].tobytes()]
+            width = len(params[piece])
+            if not np.array_equal(vector[start : start + width], params[piece].detach().numpy()):
+                break
+            pieces.append((piece, start, width))
+            start += width
+        if start != len(vector) or all(piece in found for piece, _, _ in pieces):
+            continue
+        value = _value(target, name, role)
+        for piece, start, width in pieces:
+            found.setdefault(piece, torch.from_numpy(value[start : start + width].copy()))
     return {name.removeprefix("model."): value for name, value in found.items()}
 
 

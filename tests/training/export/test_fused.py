@@ -110,6 +110,21 @@ def test_fused_graphs_compute_what_the_plain_ones_compute(pre_norm: bool, tmp_pa
             config.encoder_layers if role == "encoder" else config.decoder_layers
         )
         assert fused_ops["SkipLayerNormalization"] >= blocks - 1, (role, fused_ops)
+        # The projections' biases are added inside the kernels: every block's output projection in its norm, the
+        # self-attentions' query/key/value biases in the attention (the cross-attention's keys come projected).
+        graph = onnx.load(str(tmp_path / "fused" / f"{role}.onnx")).graph
+        nodes, constants = graph.node, {t.name for t in graph.initializer}
+        producer = {name: n.op_type for n in nodes for name in n.output}
+        biases = {n.output[0] for n in nodes if n.op_type == "Add" and any(name in constants for name in n.input)}
+        for norm in (n for n in nodes if n.op_type == "SkipLayerNormalization"):
+            after_product = any(producer.get(name) == "MatMul" for name in norm.input[:2])
+            assert after_product == (len(norm.input) == 5), (role, norm.name)
+            assert not biases & set(norm.input[:2]), (role, norm.name)  # no bias added before the kernel
+        biased_norms = [n for n in nodes if n.op_type == "SkipLayerNormalization" and len(n.input) == 5]
+        assert len(biased_norms) >= blocks - 1, (role, len(biased_norms))
+        self_attentions = config.encoder_layers if role == "encoder" else config.decoder_layers
+        biased = [n for n in nodes if n.op_type == "MultiHeadAttention" and len(n.input) > 3 and n.input[3]]
+        assert len(biased) == self_attentions, role
 
 
 def test_the_pytorch_side_computes_what_the_model_attends() -> None:
@@ -132,7 +147,7 @@ def test_the_pytorch_side_computes_what_the_model_attends() -> None:
     key, value = split(memory), split(memory * 0.5)
     expected, weights = attn.attend(split(query), key, value, (keep == 0)[:, None, None, :])
     for k, v in ((key, value), (merge(key), merge(value))):  # split into heads, or (B, S, d_model)
-        out, scores = KeyMaskedAttention.apply(query, k, v, keep, heads)
+        out, scores = KeyMaskedAttention.apply(query, k, v, None, keep, heads)
         torch.testing.assert_close(out, merge(expected))
         torch.testing.assert_close(scores.softmax(dim=-1), weights)
         assert (scores[0, :, :, 4:] == MASKED).all()
@@ -142,7 +157,7 @@ def test_the_pytorch_side_computes_what_the_model_attends() -> None:
     past_k, past_v = torch.randn(rows, heads, cached, d_head), torch.randn(rows, heads, cached, d_head)
     own = torch.ones(rows, cached + 1, dtype=torch.int32)
     own[1, :3], own[3, :5] = 0, 0  # rows that started later own only the last columns
-    out, keys, values = CachedSelfAttention.apply(*new, own, past_k, past_v)
+    out, keys, values = CachedSelfAttention.apply(*new, None, own, past_k, past_v)
     expected_keys = torch.cat([past_k, split(new[1])], dim=2)
     expected_values = torch.cat([past_v, split(new[2])], dim=2)
     torch.testing.assert_close(keys, expected_keys)
