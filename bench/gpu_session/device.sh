@@ -5,6 +5,9 @@
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
 #   device.sh profile-server [engine-process]  after targets: py-spy stacks of the server's threads under 128
 #                             clients (2 files); with engine-process, of the engine process's
+#   device.sh cuts            join the parts, install, and measure session 28's graph cuts at batch 1 and 128:
+#                             session 27's fused graphs (exported by .gpu/old) against today's (biases inside the
+#                             kernels, fewer mask nodes) and with the top-k split (--gpu-topk split)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
@@ -17,7 +20,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | floor | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | cuts | floor | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -64,6 +67,32 @@ case "$step" in
       --servers continuous,continuous:no-engine-process,continuous:inflight-batches=2,continuous:static-step \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
+  cuts)
+    # Run 2 of a session (after part 1; carry [".gpu/p2", ".gpu/whl", ".gpu/model", ".gpu/old"], timeout_s 590; the
+    # steps' timeouts add up to 520 s). A replayed batch-1 step of each graph set (bench/gpu_session/replay_floor.py:
+    # its "replay again" line is the graph's own kernels), the kernels of today's fused step, split and not
+    # (bench/gpu_session/kernels.py), pytest -m gpu, and bench gpu at batch 1 and 128. 7 files.
+    setup || exit 3
+    X="--gpu-dtype fp16 --static-step --gpu-attention fused"
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
+    (cd .gpu/old && python3 -m training export /tmp/model/model.pt /tmp/fused-s27 $X 2>&1 | quiet | tail -1)
+    python3 -m training export /tmp/model/model.pt /tmp/fused $X 2>&1 | quiet | tail -1
+    python3 -m training export /tmp/model/model.pt /tmp/split $X --gpu-topk split 2>&1 | quiet | tail -1
+    for B in bundle fused-s27 fused split; do
+      echo "== $B" >> "$OUT/replay-floor.txt"
+      PYTHONPATH=.:/tmp/site timeout 50 python3 bench/gpu_session/replay_floor.py /tmp/$B /tmp/model/test.tsv 2>&1 \
+        | quiet | tail -7 | tee -a "$OUT/replay-floor.txt"
+    done
+    for B in fused split; do
+      PYTHONPATH=.:/tmp/site timeout 40 python3 bench/gpu_session/kernels.py /tmp/$B /tmp/model/test.tsv 2>&1 \
+        | quiet | tail -32 > "$OUT/kernels-b1-$B.txt"
+    done
+    timeout 100 python3 -m pytest -m gpu -q -rf -p no:cacheprovider tests/inference/test_cuda.py \
+      tests/training/export/test_split_topk.py 2>&1 | tail -8 | tee "$OUT/pytest-gpu.txt"
+    timeout 170 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,128 --sentences 128 --repeats 2 --out "$OUT/cuts" \
+      --systems cuda-fp16-static,cuda-fp16-fused-static,cuda-fp16-fused-split-static 2>&1 | quiet | tail -12
+    rm -f "$OUT"/*.png ;;
   floor)
     # Run 2 of session 27 (after part 1 on a fresh machine; carry as targets; timeout_s 400): what a replayed
     # batch-1 step is made of (bench/gpu_session/replay_floor.py), plain and fused attention, then the server as it

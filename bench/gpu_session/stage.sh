@@ -7,6 +7,9 @@
 # time (the machine's start included), the two first runs:
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
+#   or, to measure the graph cuts of session 28 (fewer kernels a step) against session 27's graphs:
+#   run 2: bash bench/gpu_session/device.sh cuts             carry [".gpu/p2", ".gpu/whl", ".gpu/model", ".gpu/old"],
+#          timeout_s 590
 #   run 3, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
 #     (where the server's worker spends a step: py-spy stacks; session 25 ran batch1 there, and the targets run
 #     took 253 s of its 590, so both may fit)
@@ -80,6 +83,10 @@ if [ -f data/en-de/train.tsv ]; then
 else
   echo "no data/en-de/train.tsv: no 16k vocabulary, so measure-more skips the base preset"
 fi
+# The code of session 27 (the fused graphs before their biases went into the kernels): `device.sh cuts` exports with
+# it beside this tree's, so that one machine measures both.
+OLD=${OLD_TREE:-4aa5cfd}
+rm -rf "$G/old" && mkdir -p "$G/old" && git archive "$OLD" core inference training | tar -x -C "$G/old"
 # Parts: what travels with every run anyway is the working tree (hide the bundles first).
 tree_kib=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 [ "$tree_kib" -lt 20000 ] || { echo "the working tree is $((tree_kib / 1024)) MiB: run '$0 hide' first"; exit 1; }

@@ -16,6 +16,7 @@ from training.export.common import (
     GPU_DTYPES,
     QUANTIZATIONS,
     TOLERANCES,
+    TOPK_KINDS,
     ExportError,
 )
 
@@ -52,6 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         static_step=args.static_step,
         attention=args.attention,
         gpu_attention=args.gpu_attention,
+        gpu_topk=args.gpu_topk,
         scores=scores_arg(args.scores),
         calibration=args.calibration,
         calibration_sentences=args.calibration_sentences,
@@ -140,6 +142,14 @@ def register(subparsers: Any) -> None:
         default="plain",
         help="the same for the GPU set (with --gpu-dtype), where fewer nodes mean fewer kernel launches a step. "
         "Default: plain",
+    )
+    p.add_argument(
+        "--gpu-topk",
+        choices=TOPK_KINDS,
+        default="one",
+        help="how the GPU set's decoder steps take their top-k: one TopK over the vocabulary, or split: the best of "
+        "each of up to 16 slices of it, then the best of those (the same ids; on CUDA a slice is a block of threads, "
+        "a whole row one). Default: one",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(
