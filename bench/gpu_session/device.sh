@@ -69,7 +69,7 @@ case "$step" in
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
   cuts)
     # Run 2 of a session (after part 1; carry [".gpu/p2", ".gpu/whl", ".gpu/model", ".gpu/old"], timeout_s 590; the
-    # steps' timeouts add up to 520 s). A replayed batch-1 step of each graph set (bench/gpu_session/replay_floor.py:
+    # steps' timeouts add up to 580 s, their runs to about 450). A replayed batch-1 step of each graph set (bench/gpu_session/replay_floor.py:
     # its "replay again" line is the graph's own kernels), the kernels of today's fused step, split and not
     # (bench/gpu_session/kernels.py), pytest -m gpu, and bench gpu at batch 1 and 128. 7 files.
     setup || exit 3
@@ -89,9 +89,11 @@ case "$step" in
     done
     timeout 100 python3 -m pytest -m gpu -q -rf -p no:cacheprovider tests/inference/test_cuda.py \
       tests/training/export/test_split_topk.py 2>&1 | tail -8 | tee "$OUT/pytest-gpu.txt"
-    timeout 170 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+    # with the dynamic fp16w graphs, plain and fused: what the server decodes with on a GPU (its engine process)
+    timeout 230 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
       --batch-sizes 1,128 --sentences 128 --repeats 2 --out "$OUT/cuts" \
-      --systems cuda-fp16-static,cuda-fp16-fused-static,cuda-fp16-fused-split-static 2>&1 | quiet | tail -12
+      --systems cuda-fp16w,cuda-fp16w-fused,cuda-fp16-static,cuda-fp16-fused-static,cuda-fp16-fused-split-static \
+      2>&1 | quiet | tail -16
     rm -f "$OUT"/*.png ;;
   floor)
     # Run 2 of session 27 (after part 1 on a fresh machine; carry as targets; timeout_s 400): what a replayed
