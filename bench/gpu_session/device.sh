@@ -69,9 +69,10 @@ case "$step" in
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
   cuts)
     # Run 2 of a session (after part 1; carry [".gpu/p2", ".gpu/whl", ".gpu/model", ".gpu/old"], timeout_s 590; the
-    # steps' timeouts add up to 580 s, their runs to about 450). A replayed batch-1 step of each graph set (bench/gpu_session/replay_floor.py:
+    # steps' timeouts add up to 660 s, their runs to about 480). A replayed batch-1 step of each graph set (bench/gpu_session/replay_floor.py:
     # its "replay again" line is the graph's own kernels), the kernels of today's fused step, split and not
-    # (bench/gpu_session/kernels.py), pytest -m gpu, and bench gpu at batch 1 and 128. 7 files.
+    # (bench/gpu_session/kernels.py), a dynamic step without its attention rows (bench/gpu_session/lean_step.py),
+    # pytest -m gpu, and bench gpu at batch 1 and 128. 8 files.
     setup || exit 3
     X="--gpu-dtype fp16 --static-step --gpu-attention fused"
     python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
@@ -86,6 +87,10 @@ case "$step" in
     for B in fused split; do
       PYTHONPATH=.:/tmp/site timeout 40 python3 bench/gpu_session/kernels.py /tmp/$B /tmp/model/test.tsv 2>&1 \
         | quiet | tail -32 > "$OUT/kernels-b1-$B.txt"
+    done
+    for B in bundle fused; do  # a dynamic step with and without the attention rows it reports
+      PYTHONPATH=.:/tmp/site timeout 40 python3 bench/gpu_session/lean_step.py /tmp/$B --provider cuda 2>&1 \
+        | quiet | tail -3 | tee -a "$OUT/lean-step.txt"
     done
     timeout 100 python3 -m pytest -m gpu -q -rf -p no:cacheprovider tests/inference/test_cuda.py \
       tests/training/export/test_split_topk.py 2>&1 | tail -8 | tee "$OUT/pytest-gpu.txt"

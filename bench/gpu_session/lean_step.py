@@ -1,0 +1,109 @@
+"""A dynamic decoder step with and without the attention rows it reports, on the CPU or on CUDA.
+
+    PYTHONPATH=TREE python bench/gpu_session/lean_step.py BUNDLE [--graphs cuda|main] [--provider cpu|cuda]
+                                                          [--batch-sizes 1,32] [--repeats 5] [--calls 200]
+
+Every step computes the reported layer's attention rows, asked for or not: in fused graphs that layer's scores again
+with plain operators (ten nodes of a step's ~76; CUDA's MultiHeadAttention returns other scores than its CPU
+kernel). onnxruntime keeps a node whose output nothing reads, so this builds the "lean" step by removing the
+``attention`` output and every node only it needed (with the ``onnx`` package, which the serving image does not
+have), then times both sessions on the same random inputs (beam 4, 20 cached positions, 25 source positions),
+alternating, ``--calls`` runs each a repeat: whether the engine should carry a second step graph without the rows
+(docs/inference-core.md, "Fewer kernels a step").
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from core.bundle import read_manifest
+from inference.engine import choose_providers
+
+
+def lean(path: Path) -> bytes:
+    """The graph at ``path`` without its ``attention`` output and the nodes only that output needed."""
+    model = onnx.load(str(path), load_external_data=False)
+    kept = [o for o in model.graph.output if o.name != "attention"]
+    del model.graph.output[:]
+    model.graph.output.extend(kept)
+    nodes = list(model.graph.node)
+    while True:
+        read = {name for node in nodes for name in node.input} | {o.name for o in model.graph.output}
+        alive = [node for node in nodes if any(name in read for name in node.output if name)]
+        if len(alive) == len(nodes):
+            break
+        nodes = alive
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model.SerializeToString()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bundle")
+    parser.add_argument("--graphs", default="cuda", help="the graph set: main or a variant (default cuda)")
+    parser.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--batch-sizes", default="1,32")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    bundle = Path(args.bundle)
+    manifest = read_manifest(bundle)
+    folder = bundle if args.graphs == "main" else bundle / args.graphs
+    path = folder / "decoder.onnx"
+    arch = manifest["architecture"]
+    heads, d_head, layers = int(arch["n_heads"]), int(arch["d_head"]), int(arch["decoder_layers"])
+    providers = choose_providers(args.provider)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
+    full = ort.InferenceSession(str(path), options, providers=providers)
+    thin = ort.InferenceSession(lean(path), options, providers=providers)
+    dtypes = {i.name: i.type for i in full.get_inputs()}
+    k_shape = next(i.shape for i in full.get_inputs() if i.name == "k")  # [1], or [] before 2026-11-26
+    print(
+        f"{path}: {len(onnx.load(str(path), load_external_data=False).graph.node)} nodes as exported, "
+        f"{full.get_providers()[0]}; lean outputs {[o.name for o in thin.get_outputs()]}"
+    )
+    rng = np.random.default_rng(0)
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        rows, source, cached = batch * 4, 25, 20
+        floats = np.float16 if "float16" in dtypes.get("cross_k_0", "") else np.float32
+        feeds = {
+            "tokens": rng.integers(4, int(arch["vocab_size"]), (batch, 4)),
+            "positions": np.full(batch, cached, dtype=np.int64),
+            "reorder": np.arange(rows, dtype=np.int64),
+            "k": np.full(k_shape, 8, dtype=np.int64),
+            "src_mask": np.zeros((batch, source), dtype=bool),
+        }
+        for i in range(layers):
+            for kind in ("k", "v"):
+                feeds[f"cross_{kind}_{i}"] = rng.standard_normal((batch, heads, source, d_head)).astype(floats)
+                feeds[f"past_{kind}_{i}"] = rng.standard_normal((rows, heads, cached, d_head)).astype(floats)
+        times: dict[str, list[float]] = {"full": [], "lean": []}
+        for _ in range(args.repeats):
+            for name, session in (("full", full), ("lean", thin)):
+                outputs = [o.name for o in session.get_outputs()]
+                session.run(outputs, feeds)
+                started = time.perf_counter()
+                for _ in range(args.calls):
+                    session.run(outputs, feeds)
+                times[name].append((time.perf_counter() - started) / args.calls * 1e6)
+        ratios = sorted(f / t for f, t in zip(times["full"], times["lean"], strict=True))
+        print(
+            f"batch {batch} (beam 4): full {statistics.median(times['full']):.0f} us a step, lean "
+            f"{statistics.median(times['lean']):.0f} us; lean speed-up {statistics.median(ratios):.3f}x "
+            f"({ratios[0]:.3f}-{ratios[-1]:.3f})",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
