@@ -86,12 +86,12 @@ class CachedSelfAttention(torch.autograd.Function):
 
     @staticmethod
     def symbolic(g: Any, query: Any, key: Any, value: Any, bias: Any, own: Any, past_key: Any, past_value: Any) -> Any:
-        from torch.onnx.symbolic_helper import _get_tensor_dim_size
+        from torch.onnx.symbolic_helper import _get_tensor_dim_size, _is_none
 
         none = _placeholder(g)  # no attention bias
         outputs = g.op(
             "com.microsoft::MultiHeadAttention",
-            *(query, key, value, bias, own, none, past_key, past_value),
+            *(query, key, value, none if _is_none(bias) else bias, own, none, past_key, past_value),
             num_heads_i=_get_tensor_dim_size(past_key, 1),
             outputs=3,
         )
