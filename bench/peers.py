@@ -31,10 +31,18 @@ from typing import Any
 from bench.loadtools import ROOT, report_dir, report_path, write_report
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
-OPTIONAL = ["ours-fp32-own-pools", "ours-fp32-spin", "ours-int8-spin", "ours-int8c", "ours-fp32-static"]
+OPTIONAL = [
+    "ours-fp32-own-pools",
+    "ours-fp32-decoder-spin",
+    "ours-fp32-spin",
+    "ours-int8-spin",
+    "ours-int8c",
+    "ours-fp32-static",
+]
 """Optional (``--systems``): our engine with a thread pool per session (``-own-pools``, the library's and the
 server's default; every other ``ours`` system shares one pool, as ``MT_SHARED_POOL=1`` makes the server do:
-inference/threads.py), the same with the pools' idle threads spinning (``-spin``), our int8 export with one weight
+inference/threads.py), the same with the pools' idle threads spinning (``-spin``) or only the decoder step's pool
+spinning (``-decoder-spin``, ``Engine.load(spinning="decoder")``), our int8 export with one weight
 scale per output column (``--quantize int8-channel``, the default model's), and our fp32 graphs with static-shape
 steps (``Engine.load(static_step=True)``, what replays as CUDA graphs on a GPU)."""
 REFERENCE = "ct2-float32"
@@ -63,8 +71,9 @@ class Worker:
                 "ours-int8c": work / "bundle-int8c",
                 "ours-fp32-static": work / "bundle-static",
             }
-            bundle = bundles[system.removesuffix("-spin").removesuffix("-own-pools")]
-            spinning, static = system.endswith("-spin"), system.endswith("-static")
+            bundle = bundles[system.removesuffix("-spin").removesuffix("-decoder").removesuffix("-own-pools")]
+            spinning: bool | str = "decoder" if system.endswith("-decoder-spin") else system.endswith("-spin")
+            static = system.endswith("-static")
             shared = not (spinning or system.endswith("-own-pools"))
             self.engine = Engine.load(
                 bundle, provider="cpu", threads=threads, spinning=spinning, shared_pool=shared, static_step=static

@@ -329,7 +329,8 @@ class Engine:
         (training/export/trace.py ``k_on_the_host``)."""
         specials = manifest["special_ids"]
         self.pad_id, self.bos_id, self.eos_id = specials["pad"], specials["bos"], specials["eos"]
-        self.threads, self.spinning, self.providers = 0, False, [self.provider]
+        self.threads, self.providers = 0, [self.provider]
+        self.spinning: bool | str = False
         self.static_step = False
         """Running sets keep fixed-shape state (inference/static_state.py) instead of ``DeviceState``."""
         self.cuda_graph = False
@@ -354,7 +355,7 @@ class Engine:
         *,
         provider: str = "auto",
         threads: int = 0,
-        spinning: bool = False,
+        spinning: bool | str = False,
         shared_pool: bool = False,
         graphs: str = "auto",
         static_step: bool = False,
@@ -369,7 +370,11 @@ class Engine:
 
         ``threads`` sets onnxruntime's intra-op threads (0: its default, one per physical core).
         ``spinning`` lets idle intra-op threads busy-wait for work: a little lower latency on a machine
-        of its own, much slower when the cores are shared (measured in docs/bundle.md).
+        of its own, much slower when the cores are shared (measured in docs/bundle.md). ``"decoder"``: only the
+        decoder steps' pools spin, the graph run dozens of times a sentence, which one thread calls back to back with
+        the search's work between the calls; the other graphs' pools sleep, so no two pools of the engine spin at
+        once (1.16-1.25x a pool of each on 2 cores: docs/inference-core.md, "Only the step's pool spins"). For one
+        engine decoding in one thread (evaluation, back-translation, a script), not for a server running several.
         ``shared_pool`` makes this process's sessions share one pool of ``threads`` threads instead
         (inference/threads.py: faster, most at small batches, but process-wide and final; the server's
         ``MT_SHARED_POOL``).
@@ -405,16 +410,21 @@ class Engine:
                 f"static_step: the {variant or 'main'} graphs of {bundle} lack {', '.join(STATIC_GRAPHS)}; re-export "
                 "the bundle with `--gpu-dtype fp16w --static-step`"
             )
+        if spinning not in (False, True, "decoder"):
+            raise EngineError(f"spinning={spinning!r}: use False, True or 'decoder'")
         if shared_pool:
             share_pool(threads)
-        options = session_options(threads, spinning)
+        options = session_options(threads, spinning is True)
+        step_options = session_options(threads, bool(spinning))
         sessions = {}
         static_roles = ("place", *(role for role in STATIC_EXTRAS if role in files)) if static_step else ()
         for role in (*GRAPHS, *static_roles):
             path = bundle / files[role]
             try:
                 with GATE.shared():  # the weights' upload would break another engine's graph capture
-                    session = ort.InferenceSession(str(path), options, providers=providers)
+                    session = ort.InferenceSession(
+                        str(path), step_options if role == "decoder" else options, providers=providers
+                    )
             except Exception as err:  # onnxruntime's own exception types
                 raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
             _check_names(path, role, session, int(manifest["architecture"]["decoder_layers"]))
@@ -496,9 +506,10 @@ class Engine:
             values = binding.get_outputs()
         return [values[i] for i in range(len(outputs))]
 
-    def session_options(self) -> ort.SessionOptions:
-        """Options for another session of this engine: threads and spinning as load() opened the others."""
-        return session_options(self.threads, self.spinning)
+    def session_options(self, step: bool = False) -> ort.SessionOptions:
+        """Options for another session of this engine: threads and spinning as load() opened the others (``step``: a
+        decoder step's, whose pool spins with ``spinning="decoder"`` too)."""
+        return session_options(self.threads, self.spinning is True or (step and bool(self.spinning)))
 
     def tokenize(self, text: str) -> list[int]:
         """Source ids without EOS; [] for empty text; unknown characters become the unk id."""

@@ -99,7 +99,7 @@ class StaticSession:
     Shape node); graph ids for CUDA graph capture are handed out per session."""
 
     def __init__(self, engine: Engine, dims: Dims):
-        options = engine.session_options()
+        options = engine.session_options(step=True)
         for name, value in (
             ("batch", dims.slots),
             ("hyps", dims.hyps),

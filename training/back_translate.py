@@ -75,7 +75,7 @@ def back_translate(
     done = sum(1 for _ in out.open(encoding="utf-8")) if out.is_file() else 0
     if done > len(lines):
         raise SystemExit(f"{out} has {done} lines, more than the {len(lines)} of {source}: a different input?")
-    engine = Engine.load(bundle, provider="auto", threads=threads)
+    engine = Engine.load(bundle, provider="auto", threads=threads, spinning="decoder")  # one engine, one thread
     options = DecodeOptions(
         beam_size=beam, length_penalty=DEFAULT_LENGTH_PENALTY, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE
     )

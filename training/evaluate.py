@@ -109,7 +109,7 @@ def evaluate_bundle(
     from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
     from inference.engine import Engine
 
-    engine = Engine.load(bundle, threads=threads, graphs=graphs)
+    engine = Engine.load(bundle, threads=threads, graphs=graphs, spinning="decoder")  # one engine, one thread
     if no_repeat_ngram is None:  # the server's default
         no_repeat_ngram = DEFAULT_NO_REPEAT_NGRAM_SIZE
     if length_penalty is None:
