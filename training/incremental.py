@@ -139,9 +139,10 @@ hypothesis bans (inference/beam_search.py), fewer than ``max_positions``."""
 
 def topk_chunks(vocab_size: int, max_positions: int) -> int:
     """Into how many equal chunks a split top-k cuts the vocabulary (``DecoderStep.topk_chunks``): the most, up to
-    ``MAX_TOPK_CHUNKS``, that divide it into chunks of at least 512 pieces and of more than any step's ``k``; 1
-    where no such split exists."""
-    least = max(512, 2 * BEAM_CAP + max_positions)
+    ``MAX_TOPK_CHUNKS``, that divide it into chunks of at least 512 pieces and at least any step's ``k`` (rounded up
+    to a power of two, as static steps round it); 1 where no such split exists."""
+    widest_k = 2 * BEAM_CAP + max_positions
+    least = max(512, 1 << (widest_k - 1).bit_length())
     fits = [c for c in range(2, MAX_TOPK_CHUNKS + 1) if vocab_size % c == 0 and vocab_size // c >= least]
     return max(fits, default=1)
 

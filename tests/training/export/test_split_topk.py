@@ -25,7 +25,8 @@ def test_the_vocabulary_splits_into_slices_wider_than_any_k() -> None:
     assert topk_chunks(2048, 64) == 4  # no slice under 512 pieces
     assert topk_chunks(1000, 256) == 1  # 500-piece slices would be too narrow: no split
     assert topk_chunks(7919, 256) == 1  # a prime: no equal slices
-    assert 8000 // topk_chunks(8000, 480) > 2 * 16 + 480  # wider than the widest k of a step
+    assert 8000 // topk_chunks(8000, 480) >= 512  # at least the widest k of a step (2 * 16 + 480), rounded up
+    assert topk_chunks(16000, 512) == 10  # 1,600-piece slices: 16 slices of 1,000 would be under 1,024
 
 
 TIED = [100, 700, 1300, 1900]  # one in each of the 4 slices of 512: 100 and 1900 tied first, 700 and 1300 second
