@@ -189,11 +189,11 @@ class DecoderStep(nn.Module):
         super().__init__()
         self.model = model
         self.fused = fused
+        """Each attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
         self.topk_chunks = topk_chunks
         """Above 1: the step's top-k in two rounds over that many slices of the vocabulary (``split_topk``)."""
         width = model.config.vocab_size // topk_chunks
         self.register_buffer("topk_starts", torch.arange(topk_chunks)[:, None] * width, persistent=False)
-        """Each attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
         self.logits = logits
         """Return (logits (rows, 1, vocab), *present) instead of the top-k and attention: what onnxruntime's own
         BeamSearch operator wants from its decoder (training/export/ort_beam_search.py)."""
