@@ -152,3 +152,33 @@ def test_the_profile_server_run_takes_arguments_the_bench_takes(monkeypatch: pyt
     _parse_each(commands, monkeypatch)
     (load,) = commands
     assert load[load.index("--levels") + 1] == "128" and int(load[load.index("--requests") + 1]) >= 10_000
+
+
+def test_the_cuts_run_takes_arguments_its_tools_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device.sh cuts (session 28's graph cuts against session 27's graphs): its exports, its bench and its scripts
+    parse as written, and the bench runs the systems that decide the GPU set's defaults."""
+    import shlex
+
+    from training.cli import build_parser
+
+    text = (ROOT / "bench" / "gpu_session" / "device.sh").read_text(encoding="utf-8").replace("\\\n", " ")
+    body = text.split("\n  cuts)\n", 1)[1].split(";;", 1)[0]
+    x = body.split('X="', 1)[1].split('"', 1)[0]
+    exports = [
+        shlex.split(line[line.index("python3 -m training export") :].split("2>&1")[0].replace("$X", x))[3:]
+        for line in body.splitlines()
+        if "python3 -m training export" in line
+    ]
+    assert len(exports) == 4 and any("--gpu-topk" in words for words in exports)
+    for words in exports:
+        build_parser().parse_args(words)  # exits with status 2 on an unknown flag
+    run = "python3 bench/gpu_session/"
+    scripts = {line.split(run)[1].split()[0] for line in body.splitlines() if run in line}
+    assert scripts == {"replay_floor.py", "kernels.py", "lean_step.py"}
+    assert all((ROOT / "bench" / "gpu_session" / name).is_file() for name in scripts)
+    commands = device_commands("cuts")
+    assert [words[0] for words in commands] == ["gpu"]
+    (gpu,) = commands
+    systems = set(gpu[gpu.index("--systems") + 1].split(","))
+    assert {"cuda-fp16w", "cuda-fp16w-fused", "cuda-fp16-fused-static", "cuda-fp16-fused-split-static"} <= systems
+    _parse_each(commands, monkeypatch)
