@@ -4,10 +4,11 @@
                                                           [--batch-sizes 1,32] [--repeats 5] [--calls 200]
 
 Every step computes the reported layer's attention rows, asked for or not: in fused graphs that layer's scores again
-with plain operators (CUDA's MultiHeadAttention returns other scores than its CPU kernel). onnxruntime keeps a node whose output nothing reads, so this builds the "lean" step by removing the
-``attention`` output and every node only it needed (with the ``onnx`` package, which the serving image does not
-have), then times both sessions on the same random inputs (beam 4, 20 cached positions, 25 source positions),
-alternating, ``--calls`` runs each a repeat: whether the engine should carry a second step graph without the rows
+with plain operators (CUDA's MultiHeadAttention returns other scores than its CPU kernel). onnxruntime keeps a node
+whose output nothing reads, so this builds the "lean" step by removing the ``attention`` output and every node only
+it needed (with the ``onnx`` package, which the serving image does not have), then times both sessions on the same
+random inputs (beam 4, 20 cached positions, 25 source positions), alternating, ``--calls`` runs each a repeat:
+whether the engine should carry a second step graph without the rows
 (docs/inference-core.md, "Fewer kernels a step").
 """
 
