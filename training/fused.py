@@ -169,7 +169,7 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
             readers[name] = readers.get(name, 0) + 1
     outputs = {o.name for o in graph.output}
     shapes = _inferred_shapes(model)
-    fused, sums, unbiased = 0, set(), set()
+    fused, dropped = 0, set()  # dropped: the Adds now inside the kernels (residual sums, projection biases)
     for index, node in enumerate(list(graph.node)):
         if node.op_type != "LayerNormalization" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
             continue
@@ -183,7 +183,8 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
             continue
         epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
         sum_elsewhere = readers.get(add.output[0], 0) > 1 or add.output[0] in outputs
-        terms, bias = list(add.input), list[str]()
+        terms: list[str] = list(add.input)
+        bias: list[str] = []
         for side, term in enumerate(terms):  # a projection's bias, added inside the kernel rather than before it
             biased = producer.get(term)
             if bias or biased is None or biased.op_type != "Add" or readers.get(term) != 1 or term in outputs:
@@ -191,7 +192,7 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
             found = [i for i, name in enumerate(biased.input) if _is_vector(constants.get(name), shapes.get(term))]
             if len(found) == 1 and producer.get(biased.input[1 - found[0]]) is not None:
                 terms[side], bias = biased.input[1 - found[0]], [biased.input[found[0]]]
-                unbiased.add(term)
+                dropped.add(term)
         skip = helper.make_node(
             "SkipLayerNormalization",
             [*terms, node.input[1], node.input[2], *bias],
@@ -203,10 +204,10 @@ def fuse_skip_layer_norm(model: onnx.ModelProto) -> int:
         position = list(graph.node).index(node)
         graph.node.insert(position, skip)
         graph.node.remove(node)
-        sums.add(add.output[0])
+        dropped.add(add.output[0])
         fused += 1
     for node in list(graph.node):
-        if node.op_type == "Add" and (node.output[0] in sums or node.output[0] in unbiased):
+        if node.op_type == "Add" and node.output[0] in dropped:
             graph.node.remove(node)
     if fused and not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
@@ -220,7 +221,7 @@ def _is_vector(constant: onnx.TensorProto | None, shape: list[int | None] | None
         and constant.data_type == 1  # float
         and len(constant.dims) == 1
         and shape is not None
-        and bool(shape)
+        and len(shape) > 0
         and shape[-1] == constant.dims[0]
     )
 

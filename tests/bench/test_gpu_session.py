@@ -83,15 +83,19 @@ def test_node_placements_are_read_from_the_verbose_log() -> None:
     assert placements(single) == ({"CPUExecutionProvider": 109}, {"CPUExecutionProvider": []})
 
 
+def device_step(step: str) -> str:
+    """The body of one step of device.sh, continuation lines joined."""
+    text = (ROOT / "bench" / "gpu_session" / "device.sh").read_text(encoding="utf-8").replace("\\\n", " ")
+    return text.split(f"\n  {step})\n", 1)[1].split(";;", 1)[0]
+
+
 def device_commands(step: str) -> list[list[str]]:
-    """The ``python3 -m bench`` command lines of one step of device.sh, continuation lines joined, ``$OUT``
-    standing for a folder, the pipes after them cut off."""
+    """The ``python3 -m bench`` command lines of one step of device.sh, ``$OUT`` standing for a folder, the pipes
+    after them cut off."""
     import shlex
 
-    text = (ROOT / "bench" / "gpu_session" / "device.sh").read_text(encoding="utf-8").replace("\\\n", " ")
-    body = text.split(f"\n  {step})\n", 1)[1].split(";;", 1)[0]
     commands = []
-    for line in body.splitlines():
+    for line in device_step(step).splitlines():
         if "python3 -m bench " not in line:
             continue
         command = line[line.index("python3 -m bench ") :].split("2>&1")[0].replace('"$OUT', '"/tmp/out')
@@ -161,8 +165,7 @@ def test_the_cuts_run_takes_arguments_its_tools_take(monkeypatch: pytest.MonkeyP
 
     from training.cli import build_parser
 
-    text = (ROOT / "bench" / "gpu_session" / "device.sh").read_text(encoding="utf-8").replace("\\\n", " ")
-    body = text.split("\n  cuts)\n", 1)[1].split(";;", 1)[0]
+    body = device_step("cuts")
     x = body.split('X="', 1)[1].split('"', 1)[0]
     exports = [
         shlex.split(line[line.index("python3 -m training export") :].split("2>&1")[0].replace("$X", x))[3:]

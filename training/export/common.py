@@ -24,11 +24,11 @@ CALIBRATION_SENTENCES = 256
 # float operations; fp16 and int8 change the weights themselves (measured figures in docs/bundle.md).
 TOLERANCES = {"fp32": 1e-3, "fp16": 0.1, "fp16w": 0.1, "int8": 1.0}
 ATTENTION_KINDS = ("fused", "plain")
+"""``--attention``: fused (onnxruntime's MultiHeadAttention and SkipLayerNormalization kernels, the default) or
+plain (standard ONNX operators only, for runtimes other than onnxruntime)."""
 TOPK_KINDS = ("one", "split")
 """How a decoder step takes its top-k: one TopK over the vocabulary, or two rounds over slices of it
 (training/incremental.py ``split_topk``)."""
-"""``--attention``: fused (onnxruntime's MultiHeadAttention and SkipLayerNormalization kernels, the default) or
-plain (standard ONNX operators only, for runtimes other than onnxruntime)."""
 GPU_VARIANT = "cuda"
 """Where ``--gpu-dtype`` puts a second set of graphs, and its key in the manifest's ``variants``."""
 
