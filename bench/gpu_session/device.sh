@@ -119,11 +119,17 @@ case "$step" in
   batch1)
     # Run 3 when the session has 4 minutes left after targets (nothing carried: /tmp holds what targets set up):
     # the host's own time around a replayed static step at batch 1 (what stands between replays; 58.7-62.4 us on
-    # the 2-core CPU in session 26), then onnxruntime's BeamSearch operator, the whole search in one run, against our
+    # the 2-core CPU in session 26) and at batch 128, then onnxruntime's BeamSearch operator, the whole search in one run, against our
     # loop at batch 1 and 32 on CUDA (measured in session 25: keep it last)
     . /tmp/gpu-env.sh
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b1.txt"
+    # the same at batch 128, and the search's own Python a step there: on the 2-core CPU (session 29) the host's work
+    # around a static step was 379-443 us and the search 571 us at 128, of a step the H200 took 1.7 ms in all
+    PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
+      --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b128.txt"
+    timeout 40 python3 -m bench search-cost --batch-sizes 1,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -3 \
+      | tee -a "$OUT/static-host-b128.txt"
     timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32 --sentences 64 --repeats 2 --out "$OUT/ort-beam-search" 2>&1 \
       | quiet | tail -8 ;;
