@@ -88,7 +88,8 @@ class TrainConfig:
     keep_last: int = 5
     log_every: int = 100
     seed: int = 1
-    amp: bool = True  # mixed precision: fp16/bf16 on GPU, bf16 on CPUs with native bf16 (AMX / AVX512-BF16)
+    amp: bool = True  # mixed precision: fp16/bf16 on GPU; bf16 on CPUs with native bf16 (AMX / AVX512-BF16) where a
+    # probe at the run's start times a step faster with it (training.train.Trainer._bf16_pays)
     threads: int = 0  # torch intra-op threads on CPU, 0 = torch's default
     init: str = ""  # start a new run from this checkpoint's weights (e.g. from import-bundle), not at random
     lr_offset: int = 0  # evaluate the schedule this many steps on (the init's steps), warming up to it again

@@ -14,6 +14,7 @@ import math
 import os
 import random
 import signal
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,9 +57,14 @@ class Position:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
+BF16_MARGIN = 1.05
+"""How much faster than float32 a probed bf16 step must be for a CPU run to take it (``Trainer._bf16_pays``)."""
+
+
 def cpu_has_native_bf16() -> bool:
-    """True when this CPU multiplies bf16 in hardware (AMX or AVX512-BF16), where bf16 autocast
-    trained 1.26-1.34x faster than float32 (docs/default-model.md); elsewhere it would be emulated."""
+    """True when this CPU multiplies bf16 in hardware (AMX or AVX512-BF16), where bf16 autocast may train faster
+    than float32 (1.26-1.34x on AMD EPYC VMs, 0.73x on a Xeon without AMX: docs/default-model.md, hence the probe
+    ``Trainer._bf16_pays``); elsewhere it would be emulated."""
     try:
         flags = Path("/proc/cpuinfo").read_text(encoding="utf-8").split()
     except OSError:
@@ -226,13 +232,67 @@ class Trainer:
         if self.device.type == "cuda":
             self.use_amp = t.amp
             self.amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        else:  # emulated bf16 is slower than fp32, so only where the CPU computes it natively
-            self.use_amp = t.amp and cpu_has_native_bf16()
+        else:  # bf16 where the CPU computes it natively and a probe finds it faster, or as the run began (fit)
+            self.use_amp = False
             self.amp_dtype = torch.bfloat16
+        self.amp_resumed: bool | None = None
+        """The precision a resumed run began with (its checkpoint's), which it keeps; None for a new run."""
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp and self.amp_dtype == torch.float16)
+        self.pos = Position()
+
+    def _choose_precision(self) -> None:
+        """On the CPU: bf16 autocast when the CPU computes bf16 natively and a training step is faster with it
+        (``_bf16_pays``), decided once when a run begins (rank 0's probe for every rank) and kept when it resumes,
+        so that a resumed run trains as the uninterrupted one would. Logged either way."""
+        t = self.cfg.train
+        if self.device.type != "cuda":
+            if self.amp_resumed is not None:
+                self.use_amp = self.amp_resumed
+            else:
+                self.use_amp = t.amp and cpu_has_native_bf16() and self._bf16_pays()
+                if self.world > 1:
+                    decided = torch.tensor([int(self.use_amp)])
+                    dist.broadcast(decided, 0)
+                    self.use_amp = bool(decided.item())
         precision = str(self.amp_dtype).removeprefix("torch.") + " autocast" if self.use_amp else "float32"
         log.info("precision: %s on %s", precision, self.device.type)
-        self.pos = Position()
+
+    def _bf16_pays(self, rounds: int = 3) -> bool:
+        """Whether a training step under bf16 autocast is faster than in float32 on this CPU (by ``BF16_MARGIN``:
+        float32 is exact and takes less memory, so a tie keeps it), timed on the model
+        with a batch of ``train.batch_tokens`` random tokens: native bf16 is not always faster (a Xeon with
+        AVX512-BF16 and no AMX trained at 0.73x float32's speed, docs/default-model.md). Forward, loss and backward,
+        alternating the two, the median of ``rounds`` each after one to warm up; no optimizer step, and the random
+        state is put back, so that the run trains as it would have without the probe."""
+        cfg, model = self.cfg, self.module
+        saved = rng_state()
+        width = 32
+        rows = max(1, cfg.train.batch_tokens // width)
+        tokens = torch.Generator().manual_seed(0)
+        src, tgt = (
+            torch.randint(4, cfg.model.vocab_size, (rows, width), generator=tokens).to(self.device) for _ in range(2)
+        )
+        seconds: dict[bool, list[float]] = {False: [], True: []}
+        for round_ in range(rounds + 1):
+            for bf16 in (False, True):
+                started = time.perf_counter()
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+                    logits = model(src, tgt)
+                loss, _ = label_smoothed_nll(logits, tgt, cfg.train.label_smoothing, cfg.model.pad_id)
+                loss.backward()
+                model.zero_grad(set_to_none=True)
+                if round_:
+                    seconds[bf16].append(time.perf_counter() - started)
+        set_rng_state(saved)
+        fp32, bf16_s = (statistics.median(seconds[mode]) for mode in (False, True))
+        log.info(
+            "precision probe (%d tokens a step): float32 %.0f ms, bf16 autocast %.0f ms (%.2fx)",
+            rows * width,
+            fp32 * 1e3,
+            bf16_s * 1e3,
+            fp32 / bf16_s,
+        )
+        return fp32 >= BF16_MARGIN * bf16_s
 
     def state(self) -> dict[str, Any]:
         return {
@@ -244,6 +304,7 @@ class Trainer:
                 "scaler": self.scaler.state_dict(),
                 "position": self.pos.__dict__,
                 "rng": rng_state(),
+                "amp": self.use_amp,
             },
         }
 
@@ -257,6 +318,8 @@ class Trainer:
         self.scaler.load_state_dict(ts["scaler"])
         self.pos = Position(**ts["position"])
         set_rng_state(ts["rng"])
+        if "amp" in ts:  # checkpoints since 2026-11-26; older runs decide again
+            self.amp_resumed = bool(ts["amp"])
         if not self.is_main:  # the checkpoint holds rank 0's random state; each other rank saved its own
             mine = self._rank_rng_path()
             own = torch.load(mine, weights_only=False) if mine.exists() else {}
@@ -364,6 +427,7 @@ class Trainer:
             self.resume(last)
         elif t.init:
             self.initialize(Path(t.init))
+        self._choose_precision()
         log.info("model: %s parameters on %s", f"{count_parameters(self.module):,}", self.device)
         self._install_signal_handlers()
         self.model.train()

@@ -43,6 +43,7 @@ def _train_cmd(run: Path, corpus: tuple[Path, Path], vocab: Path, steps: int) ->
         "train.eval_every=100000",
         "train.batch_tokens=256",
         "train.threads=1",
+        "train.amp=false",  # two fresh runs probe bf16 on their own, and may decide apart on a CPU with it
     ]
     cmd = [sys.executable, "-m", "training", "train", str(run), "--preset", "tiny"]
     for s in sets:
@@ -160,3 +161,52 @@ def test_max_epochs_stops_after_that_many_passes_over_the_data(
     assert pos.step == per_epoch[0] + math.ceil(per_epoch[1] / 2)
     assert (pos.epoch, pos.batch_in_epoch) == (1, math.ceil(per_epoch[1] / 2))
     assert f"1.5 epochs done at step {pos.step}" in caplog.text
+
+
+def test_the_precision_probe_leaves_the_model_and_the_random_state_as_they_were(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    """The probe that decides bf16 on the CPU (a forward and backward in each precision) trains nothing and draws
+    nothing the run would have drawn: a run with the probe is the run without it."""
+    from training.train import Trainer
+
+    trainer = Trainer(tiny_config(*synthetic_corpus, tiny_vocab, steps=1), tmp_path / "run")
+    trainer.build()
+    weights = {name: value.clone() for name, value in trainer.module.state_dict().items()}
+    random_state = torch.get_rng_state()
+    assert trainer._bf16_pays(rounds=1) in (True, False)
+    assert all(torch.equal(weights[name], value) for name, value in trainer.module.state_dict().items())
+    assert all(p.grad is None for p in trainer.module.parameters())
+    assert torch.equal(torch.get_rng_state(), random_state)
+
+
+@pytest.mark.parametrize("began_with_bf16", [True, False])
+def test_a_resumed_run_keeps_the_precision_it_began_with(
+    synthetic_corpus: tuple[Path, Path],
+    tiny_vocab: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    began_with_bf16: bool,
+) -> None:
+    """The probe decides once, when a run begins: a resumed run takes the precision from its checkpoint, whatever
+    a probe would say now (timings vary, and a run that changed precision midway would not be the same run)."""
+    from training import train as train_module
+
+    cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=1)
+    monkeypatch.setattr(train_module, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(train_module.Trainer, "_bf16_pays", lambda self: began_with_bf16)
+    first = train_module.Trainer(cfg, tmp_path / "run")
+    first.build()
+    first._choose_precision()
+    assert first.use_amp is began_with_bf16
+    checkpoint.save(tmp_path / "last.pt", first.state())
+
+    def probe(self: object) -> bool:
+        raise AssertionError("a resumed run probed again")
+
+    monkeypatch.setattr(train_module.Trainer, "_bf16_pays", probe)
+    resumed = train_module.Trainer(cfg, tmp_path / "run")
+    resumed.build()
+    resumed.resume(tmp_path / "last.pt")
+    resumed._choose_precision()
+    assert resumed.use_amp is began_with_bf16
