@@ -124,8 +124,9 @@ case "$step" in
     . /tmp/gpu-env.sh
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b1.txt"
-    # the same at batch 128, and the search's own Python a step there: on the 2-core CPU (session 29) the host's work
-    # around a static step was 379-443 us and the search 571 us at 128, of a step the H200 took 1.7 ms in all
+    # the same at batch 128, and the search's own Python a step there: on the 2-core CPU (session 29) the static
+    # state's time beside the run was 379-443 us (most of it bucket moves) and the search 571 us at 128, of a step
+    # the H200 took 1.7 ms in all
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b128.txt"
     timeout 40 python3 -m bench search-cost --batch-sizes 1,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -3 \
