@@ -249,7 +249,8 @@ class Trainer:
             if self.amp_resumed is not None:
                 self.use_amp = self.amp_resumed
             else:
-                self.use_amp = t.amp and cpu_has_native_bf16() and self._bf16_pays()
+                # Only rank 0 times (every rank's probe at once would share the cores it times); the others wait.
+                self.use_amp = self.is_main and t.amp and cpu_has_native_bf16() and self._bf16_pays()
                 if self.world > 1:
                     decided = torch.tensor([int(self.use_amp)])
                     dist.broadcast(decided, 0)

@@ -119,8 +119,8 @@ case "$step" in
   batch1)
     # Run 3 when the session has 4 minutes left after targets (nothing carried: /tmp holds what targets set up):
     # the host's own time around a replayed static step at batch 1 (what stands between replays; 58.7-62.4 us on
-    # the 2-core CPU in session 26) and at batch 128, then onnxruntime's BeamSearch operator, the whole search in one run, against our
-    # loop at batch 1 and 32 on CUDA (measured in session 25: keep it last)
+    # the 2-core CPU in session 26) and at batch 128, then onnxruntime's BeamSearch operator, the whole search in
+    # one run, against our loop at batch 1 and 32 on CUDA (measured in session 25: keep it last)
     . /tmp/gpu-env.sh
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b1.txt"
