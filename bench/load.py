@@ -393,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"raw engine at its best batch ({best_batch}): {best_rate:.1f} sent/s", flush=True)
     results: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, str] = {}
+    ready_s: dict[str, float] = {}  # each server's start: its process launched to /readyz (models loaded, warmed up)
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--provider", args.provider, "--log-level", "warning"]
@@ -405,8 +406,11 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = []
             log_path = Path(tmp) / f"{name}.log"
             try:  # a server that cannot start (or dies) is reported, and the next one still measured
+                launched = time.monotonic()
                 with server_process(Path(args.bundle), log_path, fake=args.fake_gpu, flags=flags) as server:
                     url, pid = server.url, server.pid
+                    ready_s[name] = time.monotonic() - launched
+                    print(f"{name}: ready in {ready_s[name]:.1f} s", flush=True)
 
                     def load(clients: int, requests: int, url: str = url, pid: int = pid) -> dict[str, Any]:
                         return run_loop(
@@ -464,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "failed": failed,
+        "ready_s": ready_s,
     }
     table = [
         "| server | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
@@ -567,6 +572,9 @@ def main(argv: list[str] | None = None) -> int:
             "",
             *worker_table,
             *([f"![load]({report_path(out, '.png').name})", ""] if has_plot else []),
+            "Each server's start, launched to ready (models loaded and warmed up; with --static-step, its buckets "
+            "opened): " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ready_s.items()) + ".",
+            "",
             *[
                 f"{name} could not be measured: `{error.splitlines()[-1] if error else ''}`\n"
                 for name, error in failed.items()

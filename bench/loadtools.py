@@ -68,7 +68,7 @@ def server_process(
     fake: bool = False,
     flags: list[str] | None = None,
     env: dict[str, str] | None = None,
-    ready_timeout_s: float = 120.0,
+    ready_timeout_s: float = 300.0,
 ) -> Iterator[ProcessServer]:
     """``python -m service --bundle BUNDLE [flags]`` through the tests' harness (testkit.server), until
     ``/readyz``; stopped by SIGTERM at the end, as a deployment would stop it."""

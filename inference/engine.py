@@ -20,7 +20,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Hashable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.capture import GATE
 from inference.sampling import sample
-from inference.static_state import BufferPool, StaticState
+from inference.static_state import BufferPool, StaticState, warm
 from inference.threads import session_options, share_pool, shared_pool_size
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ COHORTS_CPU = 4
 """Most cohorts of a running set on the CPU with the dynamic state (RunningSet; measured in docs/scheduler.md)."""
 COHORT_CELLS = 512
 """Padding (cache columns x beam) past which arrivals open a new cohort instead of joining the youngest."""
+DECODE_THREADS = 4
+"""Most threads of ``Engine.decode_threads``: a server decodes with one (a GPU's default) or two running sets."""
 
 
 class EngineError(RuntimeError):
@@ -345,6 +349,14 @@ class Engine:
         (inference/static_state.py ``EncoderBucket``): on CUDA with graph capture, for GPU sets whose encoder keeps
         the padding (``variants.cuda.encoder: padded``; a packed encoder's NonZero has no fixed shape)."""
         self.static_pool = BufferPool(self)
+        self.static_warm = 0
+        """Most sentences of the running sets whose static buckets ``warmup`` opens (and on CUDA captures) before
+        the first request (inference/static_state.py ``warm``); 0: none."""
+        self.decode_threads: ThreadPoolExecutor | None = None
+        """With static steps, the threads that decode (a scheduler's workers, a batcher's batches, ``warmup``):
+        onnxruntime keeps captured CUDA graphs per thread, so the threads that captured them must be the ones that
+        replay them. An executor's threads outlive their tasks (a scheduler's worker ends after a second idle, its
+        thread and graphs stay); they end with the engine."""
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
 
@@ -361,6 +373,7 @@ class Engine:
         static_step: bool = False,
         cuda_graph: bool = True,
         cohorts: int | None = None,
+        static_warm: int = 0,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -381,7 +394,8 @@ class Engine:
 
         ``static_step`` decodes with fixed-shape state (inference/static_state.py; the graph set must have the
         static graphs: ``export --static-step``); on CUDA each step is then captured once and replayed as a
-        CUDA graph, unless ``cuda_graph`` is False.
+        CUDA graph, unless ``cuda_graph`` is False. ``static_warm``: ``warmup`` also opens the static buckets of
+        running sets up to this many sentences (``Engine.static_warm``).
 
         ``cohorts`` caps the cohorts of a running set (RunningSet); None: ``COHORTS_CPU`` on the CPU with the
         dynamic state, 1 on CUDA and with static steps, where a graph call costs more than padding does.
@@ -450,6 +464,10 @@ class Engine:
                 engine.cuda_graph = False
             padded = variant is not None and manifest["variants"][variant].get("encoder") == "padded"
             engine.static_encoder = engine.cuda_graph and padded
+            if static_warm < 0:
+                raise EngineError(f"static_warm={static_warm} must be 0 (none) or more sentences")
+            engine.static_warm = static_warm
+            engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
         if cohorts is None:
             cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1
         if cohorts < 1:
@@ -561,7 +579,29 @@ class Engine:
         return [results[i] for i in range(len(sources))]
 
     def warmup(self) -> None:
-        """Run every graph once (sentences admitted mid-run, beam 2, attention on) so the first request is fast."""
+        """Run every graph once (sentences admitted mid-run, beam 2, attention on) so the first request is fast;
+        with static steps, on a decoding thread, and open the buckets of ``static_warm`` first."""
+        if self.decode_threads is not None:
+            self.decode_threads.submit(self._warmup).result()
+        else:
+            self._warmup()
+
+    def _warmup(self) -> None:
+        if self.static_warm:
+            started = time.monotonic()
+            done = warm(self, self.static_warm)
+            log.info(
+                "static steps: opened %d buckets of up to %d sentences (%d MiB of buffers, %d step graphs, %d encoder "
+                "buckets%s) in %.1f s; %d larger ones open on first use",
+                done.buckets,
+                self.static_warm,
+                done.nbytes >> 20,
+                done.bindings,
+                done.encoders,
+                ", captured as CUDA graphs" if self.cuda_graph else "",
+                time.monotonic() - started,
+                done.skipped,
+            )
         token = min(4, self.vocab_size - 1)
         options = DecodeOptions(beam_size=2, max_length=4, max_length_ratio=1.0, return_attention=True)
         running = self.running_set()

@@ -301,14 +301,13 @@ class BufferPool:
         memory += [value(cross) for _ in engine.memory_names[1:]]
         cache = np.zeros((dims.rows, heads, dims.columns, d_head), dtype=engine.float_type)
         caches = ([value(cache) for _ in engine.past_names], [value(cache) for _ in engine.past_names])
-        nbytes = dims.slots * dims.width + cross.nbytes * (len(memory) - 1) + cache.nbytes * 2 * len(engine.past_names)
         return Buffers(
             dims,
             session,
             memory,
             caches,
             steps=_step_inputs(engine, dims, value),
-            nbytes=nbytes + 8 * (2 * dims.rows + dims.slots),
+            nbytes=buffer_bytes(engine, dims),
             host=np.zeros(2 * dims.rows + dims.slots, dtype=np.int64),
             identity=np.arange(dims.rows, dtype=np.int64),
         )
@@ -615,3 +614,100 @@ class StaticState:
             grid = cache.reshape(a.slots, a.hyps, heads, a.columns, d_head)
             out[: a.slots, : a.hyps, :, b.columns - a.columns :] = grid  # right-aligned: a sentence's are the last
             new_value.update_inplace(out.reshape(b.rows, heads, b.columns, d_head))
+
+
+WARM_BYTES = 1 << 30
+"""Most device memory a warm-up at load (:func:`warm`) fills with buffers (1 GiB, half of ``POOL_FREE_BYTES``, so
+that the sets running later still find room in the pool): every bucket of a server's smaller sets fits, the largest
+ones (up to ~1.2 GiB each for the default model at 128 sentences and 256 columns) open on first use."""
+
+
+@dataclass
+class Warmed:
+    """What :func:`warm` opened: buckets (decoder sessions with their buffers), step bindings, encoder buckets."""
+
+    buckets: int = 0
+    bindings: int = 0
+    encoders: int = 0
+    nbytes: int = 0
+    skipped: int = 0
+    """buckets of the ladder past ``budget``: they open on first use, as without a warm-up"""
+
+
+def ladder(engine: Engine, max_slots: int, beam: int) -> list[Dims]:
+    """Every bucket a running set of at most ``max_slots`` sentences of beam ``beam`` can reach with this engine's
+    bundle, smallest buffers first: slots up to ``bucket(max_slots)``, source widths up to the longest source
+    (``max_source_pieces`` + EOS), cache columns up to ``max_positions``."""
+
+    def rungs(least: int, most: int) -> list[int]:
+        sizes = [bucket(1, least)]
+        while sizes[-1] < most:
+            sizes.append(sizes[-1] * 2)
+        return sizes
+
+    found = [
+        Dims(slots, bucket(beam, MIN_HYPS), width, columns)
+        for slots in rungs(MIN_SLOTS, max_slots)
+        for width in rungs(MIN_WIDTH, engine.max_source_pieces + 1)
+        for columns in rungs(MIN_COLUMNS, engine.max_positions)
+    ]
+    return sorted(found, key=lambda d: (buffer_bytes(engine, d), d.slots, d.width, d.columns))
+
+
+def buffer_bytes(engine: Engine, dims: Dims) -> int:
+    """Device bytes of one bucket's buffers (``BufferPool._allocate``)."""
+    arch = engine.manifest["architecture"]
+    heads, d_head = int(arch["n_heads"]), int(arch["d_head"])
+    item = np.dtype(engine.float_type).itemsize
+    cross = dims.slots * heads * dims.width * d_head * item * (len(engine.memory_names) - 1)
+    cache = dims.rows * heads * dims.columns * d_head * item * 2 * len(engine.past_names)
+    return dims.slots * dims.width + cross + cache + 8 * (2 * dims.rows + dims.slots)
+
+
+def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES) -> Warmed:
+    """Open, before any request, what running sets of up to ``max_slots`` sentences would open as they meet each
+    bucket (:func:`ladder`, smallest first, within ``budget`` bytes of buffers): each bucket's decoder session, its
+    buffers, and their bindings for the ``k`` of beam ``beam`` with and without banned tokens (``bucket(2 * beam)``
+    and twice that), each run as often as capture needs (``CAPTURE_RUNS``; once on the CPU, which captures nothing),
+    and on CUDA the encoder buckets of the same sizes. The buffers then wait in the pool, largest released first
+    so that the pool's limit frees those first.
+
+    onnxruntime keeps captured graphs per thread: call this on the thread that will decode
+    (``Engine.decode_threads``)."""
+    done = Warmed()
+    pool, runs = engine.static_pool, CAPTURE_RUNS if engine.cuda_graph else 1
+    ks = sorted({min(bucket(2 * beam * twice), engine.vocab_size) for twice in (1, 2)})
+    opened: list[Buffers] = []
+    for dims in ladder(engine, max_slots, beam):
+        size = buffer_bytes(engine, dims)
+        if done.nbytes + size > budget:
+            done.skipped += 1
+            continue
+        with GATE.shared():
+            buffers = pool.acquire(dims)
+        opened.append(buffers)
+        done.buckets, done.nbytes = done.buckets + 1, done.nbytes + size
+        for k in ks:
+            for parity in (0, 1):
+                with GATE.shared():
+                    bound = _binding(engine, buffers, k, parity)
+                for _ in range(runs):
+                    thread, capturing = _captures(bound.runs, engine.cuda_graph)
+                    with GATE.exclusive() if capturing else GATE.shared():
+                        _run(buffers.session, bound, attention=False)
+                    bound.runs[thread] = bound.runs.get(thread, 0) + 1
+                done.bindings += 1
+    if engine.static_encoder:
+        widths = sorted({b.dims.width for b in opened})
+        for batch in sorted({b.dims.slots for b in opened}):
+            for width in widths:
+                encoder = pool.encoder(batch, width)
+                src = np.full((batch, width), engine.pad_id, dtype=np.int64)
+                src[:, 0] = engine.eos_id
+                with encoder.lock:
+                    for _ in range(runs):
+                        encoder.run(src, engine.cuda_graph)
+                done.encoders += 1
+    for buffers in sorted(opened, key=lambda b: -b.nbytes):
+        pool.release(buffers)
+    return done

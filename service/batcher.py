@@ -380,7 +380,9 @@ class Batcher(QueueBound):
             self.metrics.batch_tokens.observe(tokens)
         started = time.monotonic()
         loop = asyncio.get_running_loop()
-        results = await loop.run_in_executor(self._executor, group.engine.translate_ids, ids, group.options)
+        # An engine with static steps decodes on its own threads, those that captured its CUDA graphs at load.
+        executor = getattr(group.engine, "decode_threads", None) or self._executor
+        results = await loop.run_in_executor(executor, group.engine.translate_ids, ids, group.options)
         if len(results) != len(ids):
             raise RuntimeError(f"engine returned {len(results)} translations for {len(ids)}")
         elapsed = time.monotonic() - started

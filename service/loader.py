@@ -55,12 +55,14 @@ def load_engine(
     provider: str,
     threads: int,
     static_step: bool = False,
+    static_warm: int = 0,
     shared_pool: bool = False,
     cohorts: int = 0,
     graphs: str = "auto",
 ) -> Engine:
     """The real engine (onnxruntime), imported only when a real bundle is loaded; ``cohorts`` 0: the engine's
-    default; ``graphs``: which of the bundle's graph sets (``Engine.load``)."""
+    default; ``graphs``: which of the bundle's graph sets (``Engine.load``); ``static_warm``: with ``static_step``,
+    the largest running sets whose buckets the warm-up opens."""
     from inference.engine import Engine as OnnxEngine
 
     return OnnxEngine.load(
@@ -68,6 +70,7 @@ def load_engine(
         provider=provider,
         threads=threads,
         static_step=static_step,
+        static_warm=static_warm if static_step else 0,
         shared_pool=shared_pool,
         cohorts=cohorts or None,
         graphs=graphs,

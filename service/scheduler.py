@@ -129,7 +129,7 @@ class Scheduler(QueueBound):
             self._set_depth(self._depth + n)
             while lane.workers < self.limits.inflight:
                 lane.workers += 1
-                threading.Thread(target=self._work, args=(lane,), name="mt-inference", daemon=True).start()
+                self._start_worker(lane)
             self._cond.notify_all()
         try:
             return await asyncio.wait_for(job.future, timeout_s)
@@ -211,7 +211,16 @@ class Scheduler(QueueBound):
                     self._lanes.pop(id(lane.engine), None)
                 elif lane.workers == 0:  # work arrived as the last worker left
                     lane.workers += 1
-                    threading.Thread(target=self._work, args=(lane,), name="mt-inference", daemon=True).start()
+                    self._start_worker(lane)
+
+    def _start_worker(self, lane: _Lane) -> None:
+        """A worker for ``lane``: on the engine's own decoding threads when it has them (static steps: the threads
+        that captured its CUDA graphs at load, which outlive the worker), else on a thread of its own."""
+        threads = getattr(lane.engine, "decode_threads", None)
+        if threads is not None:
+            threads.submit(self._work, lane)
+        else:
+            threading.Thread(target=self._work, args=(lane,), name="mt-inference", daemon=True).start()
 
     def _admission_due(self, lane: _Lane, items: dict[Hashable, _Item], since_admit: int) -> bool:
         """Whether a running set takes in waiting sentences before this step (under the lock): every

@@ -104,8 +104,16 @@ class Settings(BaseSettings):
         False,
         description="Decode with fixed-shape state, each decoder step replayed as a CUDA graph on a GPU "
         "(inference/static_state.py); the bundle's GPU graphs must have been exported with --static-step. "
-        "Off by default: on an H200 the engine alone decoded faster with it, but the server served less "
-        "(docs/inference-core.md).",
+        "Off by default: on an H200 the engine alone decoded faster with it, but the server served less, opening "
+        "buckets under load (MT_STATIC_WARM now opens them at load; docs/inference-core.md).",
+    )
+    static_warm: int = Field(
+        -1,
+        ge=-1,
+        description="With --static-step: open at load, before the server is ready, the fixed-shape buckets of running "
+        "sets of up to this many sentences (each one's decoder session and buffers and, on a GPU, its steps captured "
+        "as CUDA graphs on the thread that will decode), within 1 GiB of buffers, smallest first; larger ones open on "
+        "first use. -1: MT_MAX_BATCH_SENTENCES; 0: none, every bucket opens on first use (docs/inference-core.md).",
     )
     engine_process: bool | None = Field(
         None,

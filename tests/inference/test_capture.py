@@ -18,7 +18,7 @@ from core.translation import DecodeOptions
 from inference import capture
 from inference.capture import CaptureGate
 from inference.engine import Engine
-from inference.static_state import CAPTURE_RUNS
+from inference.static_state import CAPTURE_RUNS, OPENED, buffer_bytes, ladder, warm
 from testkit.synthetic import make_pairs
 
 
@@ -180,3 +180,43 @@ def test_running_sets_in_several_threads_translate_as_one_thread_does(capturing_
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda batch: capturing_engine.translate(batch, options), batches))
     assert [[t.best.text for t in batch] for batch in results] == one_thread
+
+
+def test_a_warm_up_on_the_decoding_threads_leaves_nothing_to_open_or_capture(
+    capturing_engine: Engine, tiny_static_bundle: Path
+) -> None:
+    """``static_warm`` (the server's ``MT_STATIC_WARM``): ``warmup`` opens every bucket of sets up to that many
+    sentences on the engine's decoding threads, so that sets decoding there later open no session and capture no
+    graph (onnxruntime keeps the graphs per thread: warmed on another thread, they would capture again), and
+    translate as an engine without static steps does."""
+    from inference import static_state
+
+    gate, engine = static_state.GATE, capturing_engine
+    reference = Engine.load(tiny_static_bundle, provider="cpu")
+    engine.static_warm = 8
+    assert engine.decode_threads is not None
+    engine.warmup()
+    opened, captured = dict(OPENED), gate.captures
+    assert opened["decoder"] >= len(ladder(engine, 8, 4)) and captured > 0
+    pairs = make_pairs(24, seed=5)
+    options = DecodeOptions(beam_size=4, max_length=40)
+    for size in (1, 3, 8, 5):
+        texts = [source for source, _ in random.Random(size).sample(pairs, size)]
+        got = engine.decode_threads.submit(engine.translate, texts, options).result()
+        assert [t.best.token_ids for t in got] == [t.best.token_ids for t in reference.translate(texts, options)]
+    assert dict(OPENED) == opened and gate.captures == captured
+
+
+def test_a_warm_up_stays_within_its_budget_smallest_buckets_first(capturing_engine: Engine) -> None:
+    """The buffers a warm-up opens fit its budget, smallest buckets first; they wait in the pool, the largest
+    released first, so that the pool's limit frees those before the small sets' (batch 1's) buffers."""
+    engine, pool = capturing_engine, capturing_engine.static_pool
+    buckets = ladder(engine, 16, 4)
+    sizes = [buffer_bytes(engine, dims) for dims in buckets]
+    assert sizes == sorted(sizes) and len({d.slots for d in buckets}) == 5
+    done = warm(engine, 16, budget=sum(sizes[:7]))
+    assert (done.buckets, done.skipped, done.nbytes) == (7, len(buckets) - 7, sum(sizes[:7]))
+    assert pool.free_bytes == done.nbytes  # the buffers' own count: buffer_bytes is what they hold
+    released = [buffers.dims for buffers in pool._released.values()]
+    assert released == buckets[:7][::-1]
+    assert done.bindings == 7 * 2 * 2  # k 8 and 16 (beam 4, with and without banned tokens), two cache parities

@@ -170,3 +170,26 @@ def test_running_sets_in_two_threads_capture_and_replay_like_one_thread(
         for _ in range(2):  # the first round captures (in both threads), the second mostly replays
             got = list(pool.map(lambda b: [t.best.token_ids for t in static.translate_ids(b, BEAM)], batches))
             assert got == expected
+
+
+def test_a_warm_up_captures_on_the_decoding_thread_and_later_sets_only_replay(
+    tiny_static_bundle: Path, cpu_engine: Engine
+) -> None:
+    """``static_warm`` on CUDA (the server's MT_STATIC_WARM): the warm-up opens and captures the buckets of sets up
+    to 8 sentences on the engine's decoding thread; sets decoded there afterwards decode like the CPU, open no
+    session and capture no graph (BEAM's k is 8, the beam-4 k the warm-up captures)."""
+    from inference.capture import GATE
+    from inference.static_state import OPENED
+
+    static = Engine.load(
+        tiny_static_bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=True, static_warm=8
+    )
+    assert static.cuda_graph and static.decode_threads is not None
+    static.warmup()
+    opened, captured = dict(OPENED), GATE.captures
+    sources = [static.tokenize(t) for t in TEXTS]
+    for size in (1, 3, 8):
+        batch = sources[:size]
+        got = static.decode_threads.submit(static.translate_ids, batch, BEAM).result()
+        assert [t.best.token_ids for t in got] == [t.best.token_ids for t in cpu_engine.translate_ids(batch, BEAM)]
+    assert dict(OPENED) == opened and GATE.captures == captured

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import pytest
@@ -223,3 +224,31 @@ def test_sentences_queued_on_one_engine_are_decoded_by_that_engine() -> None:
 
     assert run(BatchLimits(max_wait_s=0.05), body) == ["old:b a", "new:b a"]
     assert old.batch_sizes == [1] and new.batch_sizes == [1]
+
+
+def test_an_engine_with_decoding_threads_decodes_its_batches_there() -> None:
+    """An engine with static steps (``decode_threads``) decodes each batch on its own threads, those that captured
+    its CUDA graphs at load, not on the batcher's."""
+    e = engine()
+    e.decode_threads = ThreadPoolExecutor(1, thread_name_prefix="mt-decode")  # type: ignore[attr-defined]
+    warmed_on = e.decode_threads.submit(threading.get_ident).result()
+    decoded_on: list[int] = []
+    translate_ids = e.translate_ids
+
+    def recorded(batch: list[list[int]], options: DecodeOptions) -> list[Translation]:
+        decoded_on.append(threading.get_ident())
+        return translate_ids(batch, options)
+
+    e.translate_ids = recorded  # type: ignore[method-assign]
+
+    async def body(b: Batcher) -> list[str]:
+        out = []
+        for text in ("a b", "c d e"):
+            out += [t.best.text for t in await b.translate(e, [e.tokenize(text)], GREEDY, 5)]
+        return out
+
+    try:
+        assert run(BatchLimits(max_wait_s=0.01), body) == ["b a", "e d c"]
+    finally:
+        e.decode_threads.shutdown()
+    assert decoded_on == [warmed_on, warmed_on]

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -424,3 +426,46 @@ def test_a_nearly_full_set_admits_on_its_turn_not_at_every_arrival(
         assert min(gaps) >= 4, steps
     else:
         assert min(gaps) < 4, steps
+
+
+def test_an_engine_with_decoding_threads_gets_its_workers_there_across_idle_exits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An engine with static steps (``decode_threads``) runs the scheduler's workers on its own threads, which
+    outlive a worker's idle exit: the thread that captured the engine's CUDA graphs at load (``warmup``) is the one
+    that steps every later set, instead of a new thread that would capture them again."""
+    monkeypatch.setattr("service.scheduler.IDLE_EXIT_S", 0.05)
+    e = engine(steps_per_word=1, step_s=0.001)
+    e.decode_threads = ThreadPoolExecutor(1, thread_name_prefix="mt-decode")  # type: ignore[attr-defined]
+    warmed_on = e.decode_threads.submit(threading.get_ident).result()
+    stepped_on: set[int] = set()
+    sets = 0
+    make_set = e.running_set
+
+    def running_set() -> Any:
+        nonlocal sets
+        sets += 1
+        running = make_set()
+        step = running.step
+
+        def recorded() -> Any:
+            stepped_on.add(threading.get_ident())
+            return step()
+
+        running.step = recorded  # type: ignore[method-assign]
+        return running
+
+    e.running_set = running_set  # type: ignore[method-assign]
+
+    async def body(s: Scheduler) -> list[str]:
+        first = await s.translate(e, [e.tokenize("a b c")], GREEDY, 10)
+        await asyncio.sleep(0.4)  # the worker exits, idle
+        second = await s.translate(e, [e.tokenize("d e")], GREEDY, 10)
+        return [first[0].best.text, second[0].best.text]
+
+    try:
+        assert run(BatchLimits(inflight=1), body) == ["c b a", "e d"]
+    finally:
+        e.decode_threads.shutdown()
+    assert sets == 2, "one worker for both requests: the test did not see a worker leave and a new one start"
+    assert stepped_on == {warmed_on}

@@ -269,24 +269,35 @@ def test_static_step_server_answers_like_the_default_one(
 ) -> None:
     """--static-step (what replays decoder steps as CUDA graphs on a GPU) on the CPU, with continuous batching
     and one thread pool for the process (--shared-pool; every static bucket opens a session of its own in it):
-    concurrent requests joining running sets mid-run get what the default server gives each alone."""
+    concurrent requests joining running sets mid-run get what the default server gives each alone. The buckets of
+    sets up to MT_STATIC_WARM sentences open before the server is ready: the requests open none."""
     args = ["--bundle", str(tiny_static_bundle), "--static-step", "--scheduler", "continuous", "--provider", "cpu"]
     args += ["--shared-pool", "--inflight-batches", "1", "--refill-at", "1024"]  # arrivals join at every step
+    args += ["--static-warm", "8"]
+
+    def opened(server: ProcessServer) -> dict[str, float]:
+        return {kind: metric(server, f'mt_static_opened{{kind="{kind}"}}') for kind in ("decoder", "buffers")}
+
     with process_server(args, tmp_path / "static.log", env={"MT_THREADS": "2"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        warmed = opened(static)
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
         with ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda t: translate(static, t)["translations"][0]["text"], texts))
         mid_run = metric(static, "mt_admitted_mid_run_sentences_total")
-        opened = {kind: metric(static, f'mt_static_opened{{kind="{kind}"}}') for kind in ("decoder", "buffers")}
+        served = opened(static)
         captures = metric(static, "mt_cuda_graph_captures")
     assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
     assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"
-    # the warm-up's and the requests' buckets: at least one step session, and buffers for each; no capture on a CPU
-    assert opened["decoder"] >= 1 and opened["buffers"] >= opened["decoder"] and captures == 0, opened
+    # every bucket of sets up to 8 sentences (4 slot counts x 4 source widths x 3 cache widths for the tiny
+    # model's 128 positions), opened by the warm-up with buffers for each; the requests (8 at most at once) open
+    # nothing more; no capture on a CPU
+    assert warmed["decoder"] >= 4 * 4 * 3 and warmed["buffers"] >= warmed["decoder"] and captures == 0, warmed
+    assert served == warmed
     assert metric(real, 'mt_static_opened{kind="decoder"}') == 0  # the default server opens none
     log = (tmp_path / "static.log").read_text()
     assert "static-shape steps" in log and "(one pool for the process)" in log
+    assert "static steps: opened 48 buckets of up to 8 sentences" in log
 
 
 def test_engine_process_server_answers_like_the_default_one(
