@@ -394,6 +394,159 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, str] = {}
     ready_s: dict[str, float] = {}  # each server's start: its process launched to /readyz (models loaded, warmed up)
+
+    def report(final: bool) -> None:
+        """The report of the servers measured so far: written after each one (a run stopped by a timeout keeps
+        what it measured), printed at the end."""
+        manifest = engine.manifest
+        if args.fake_gpu:
+            costs_text = "no costs" if args.fake_costs == "none" else "H100-like step costs"
+            bundle_text, model_text = f"the fake engine with {costs_text}", str(manifest.get("fake"))
+        else:
+            arch = manifest["architecture"]
+            bundle_text = (
+                f"{manifest['name']} {manifest['version']} ({manifest['export']['dtype']}, "
+                f"quantize {manifest['export']['quantize']})"
+            )
+            model_text = f"d{arch['d_model']} {arch['encoder_layers']}+{arch['decoder_layers']} layers"
+        setup = {
+            "bundle": bundle_text,
+            "model": model_text,
+            "input": args.input,
+            "requests_per_level": args.requests,
+            "warmup_requests": args.warmup_requests,
+            "beam": args.beam,
+            "threads": args.threads,
+            "max_wait_ms": args.max_wait_ms,
+            "inflight_batches": args.inflight_batches,
+            "mixed_lengths": args.mixed,
+            "engine_best_batch": best_batch,
+            "engine_best_sentences_per_s": best_rate,
+            "machine": machine(),
+            "date": time.strftime("%Y-%m-%d"),
+            "failed": failed,
+            "ready_s": ready_s,
+        }
+        table = [
+            "| server | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
+            f"| server / engine | server / engine at its best batch ({best_batch}: {best_rate:.0f} sent/s) "
+            "| gain from batching | server RSS MiB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        off = {r["clients"]: r for r in results.get("off", [])}
+        for name, rows in results.items():
+            for r in rows:
+                gain = ""
+                if name != "off" and r["clients"] in off:
+                    gain = f"{r['sentences_per_s'] / off[r['clients']]['sentences_per_s']:.2f}x"
+                table.append(
+                    f"| {name} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['p50_ms']:.0f} "
+                    f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} "
+                    f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} "
+                    f"| {r['server_over_best_engine']:.2f} | {gain} | {r.get('server_rss_mib', 0):.0f} |"
+                )
+        cpu_table = [
+            "| server | clients | client CPU | server event loop | server other threads "
+            "| rest (idle, other processes) | event loop ms/request | other threads ms/request |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, rows in results.items():
+            for r in rows:
+                capacity, answered = r["cpu_capacity_s"], max(1, r["answered"])
+                used = r["client_cpu_s"] + r["server_loop_cpu_s"] + r["server_other_cpu_s"]
+                cpu_table.append(
+                    f"| {name} | {r['clients']} | {r['client_cpu_s'] / capacity:.0%} "
+                    f"| {r['server_loop_cpu_s'] / capacity:.0%} | {r['server_other_cpu_s'] / capacity:.0%} "
+                    f"| {max(0.0, 1 - used / capacity):.0%} | {1000 * r['server_loop_cpu_s'] / answered:.2f} "
+                    f"| {1000 * r['server_other_cpu_s'] / answered:.2f} |"
+                )
+        length_table: list[str] = []
+        if args.mixed:
+            ranges = [f"{low}-{high}" for low, high in LENGTH_BUCKETS]
+            length_table = [
+                "Median latency by request length (words), the requests of each range answered at that level:",
+                "",
+                "| server | clients | " + " | ".join(f"p50 ms, {r} words" for r in ranges) + " |",
+                "|---|---:|" + "---:|" * len(ranges),
+            ]
+            for name, rows in results.items():
+                for r in rows:
+                    cells = " | ".join(f"{r['p50_ms_by_words'][k]:.0f}" for k in ranges)
+                    length_table.append(f"| {name} | {r['clients']} | {cells} |")
+            length_table.append("")
+        worker_table: list[str] = []
+        stepped = [(name, r) for name, rows in results.items() for r in rows if r.get("steps")]
+        if stepped:
+            worker_table = [
+                "The continuous scheduler's running sets (from /metrics: mt_step_duration_seconds, a decoder step with "
+                "its beam search; mt_admit_duration_seconds, an admission: encoder and merge), and the worker "
+                "seconds spent in both per second of the level; with --static-step, the sessions and buffer sets it "
+                "opened (mt_static_opened) and the CUDA graphs it captured (mt_cuda_graph_captures) during the level:",
+                "",
+                "| server | clients | steps/s | mean step ms | admissions per step | mean admission ms | busy workers "
+                "| static opened | captures |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for name, r in stepped:
+                steps, admissions = r["steps"], r["admissions"]
+                worker_table.append(
+                    f"| {name} | {r['clients']} | {steps / r['seconds']:.0f} | {1000 * r['step_s'] / steps:.2f} | "
+                    f"{admissions / steps:.2f} | {1000 * r['admit_s'] / admissions if admissions else 0:.2f} | "
+                    f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} | {r.get('static_opened', 0):.0f} | "
+                    f"{r.get('captures', 0):.0f} |"
+                )
+            worker_table.append("")
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        has_plot = plot(results, report_path(out, ".png"))
+        markdown = "\n".join(
+            [
+                "# Server under load: throughput and latency by concurrency",
+                "",
+                f"Generated by `python -m bench load` on {setup['date']}: {setup['bundle']}, {setup['model']}, "
+                + (
+                    "one text of 1-100 running words per request, as one sentence"
+                    if args.mixed
+                    else "one test sentence per request"
+                )
+                + f" ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
+                f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
+                f"{setup['machine']['cpus']} CPUs (127.0.0.1)"
+                + (
+                    f"; the batch scheduler with --max-wait-ms {args.max_wait_ms}"
+                    if args.max_wait_ms is not None
+                    else ""
+                )  # noqa: E501
+                + (f"; --inflight-batches {args.inflight_batches}" if args.inflight_batches is not None else "")
+                + (f"; server flags {args.server_args}" if args.server_args else "")
+                + ".",
+                "",
+                *table,
+                "",
+                *length_table,
+                "Where the CPU went during each level, as shares of all CPUs over the level's wall time (from "
+                "/proc: the load generator's process, the server's main thread, which runs the event loop with HTTP, "
+                "JSON and validation, and the server's other threads: batcher, tokenization pool, onnxruntime, and "
+                "with engine-process the engine process's threads; server RSS includes the engine process):",
+                "",
+                *cpu_table,
+                "",
+                *worker_table,
+                *([f"![load]({report_path(out, '.png').name})", ""] if has_plot else []),
+                "Each server's start, launched to ready (models loaded and warmed up; with --static-step, its buckets "
+                "opened): " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ready_s.items()) + ".",
+                "",
+                *[
+                    f"{name} could not be measured: `{error.splitlines()[-1] if error else ''}`\n"
+                    for name, error in failed.items()
+                ],
+            ]
+        )
+        if final:
+            print()
+            print(markdown)
+        write_report(out, markdown, {"setup": setup, "results": results})
+
     with tempfile.TemporaryDirectory() as tmp:
         for name, extra in settings.items():
             flags = ["--threads", str(args.threads), "--provider", args.provider, "--log-level", "warning"]
@@ -441,149 +594,8 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as err:  # testkit.server: the server exited or never answered
                 failed[name] = str(err)[-1500:]
                 print(f"{name} failed: {failed[name]}", flush=True)
-    manifest = engine.manifest
-    if args.fake_gpu:
-        costs_text = "no costs" if args.fake_costs == "none" else "H100-like step costs"
-        bundle_text, model_text = f"the fake engine with {costs_text}", str(manifest.get("fake"))
-    else:
-        arch = manifest["architecture"]
-        bundle_text = (
-            f"{manifest['name']} {manifest['version']} ({manifest['export']['dtype']}, "
-            f"quantize {manifest['export']['quantize']})"
-        )
-        model_text = f"d{arch['d_model']} {arch['encoder_layers']}+{arch['decoder_layers']} layers"
-    setup = {
-        "bundle": bundle_text,
-        "model": model_text,
-        "input": args.input,
-        "requests_per_level": args.requests,
-        "warmup_requests": args.warmup_requests,
-        "beam": args.beam,
-        "threads": args.threads,
-        "max_wait_ms": args.max_wait_ms,
-        "inflight_batches": args.inflight_batches,
-        "mixed_lengths": args.mixed,
-        "engine_best_batch": best_batch,
-        "engine_best_sentences_per_s": best_rate,
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%d"),
-        "failed": failed,
-        "ready_s": ready_s,
-    }
-    table = [
-        "| server | clients | sent/s | p50 ms | p95 ms | p99 ms | mean batch | raw engine sent/s at that batch "
-        f"| server / engine | server / engine at its best batch ({best_batch}: {best_rate:.0f} sent/s) "
-        "| gain from batching | server RSS MiB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    off = {r["clients"]: r for r in results.get("off", [])}
-    for name, rows in results.items():
-        for r in rows:
-            gain = ""
-            if name != "off" and r["clients"] in off:
-                gain = f"{r['sentences_per_s'] / off[r['clients']]['sentences_per_s']:.2f}x"
-            table.append(
-                f"| {name} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['p50_ms']:.0f} "
-                f"| {r['p95_ms']:.0f} | {r['p99_ms']:.0f} | {r['mean_batch']:.1f} "
-                f"| {r['engine_sentences_per_s']:.1f} | {r['server_over_engine']:.2f} "
-                f"| {r['server_over_best_engine']:.2f} | {gain} | {r.get('server_rss_mib', 0):.0f} |"
-            )
-    cpu_table = [
-        "| server | clients | client CPU | server event loop | server other threads | rest (idle, other processes) | "
-        "event loop ms/request | other threads ms/request |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, rows in results.items():
-        for r in rows:
-            capacity, answered = r["cpu_capacity_s"], max(1, r["answered"])
-            used = r["client_cpu_s"] + r["server_loop_cpu_s"] + r["server_other_cpu_s"]
-            cpu_table.append(
-                f"| {name} | {r['clients']} | {r['client_cpu_s'] / capacity:.0%} "
-                f"| {r['server_loop_cpu_s'] / capacity:.0%} | {r['server_other_cpu_s'] / capacity:.0%} "
-                f"| {max(0.0, 1 - used / capacity):.0%} | {1000 * r['server_loop_cpu_s'] / answered:.2f} "
-                f"| {1000 * r['server_other_cpu_s'] / answered:.2f} |"
-            )
-    length_table: list[str] = []
-    if args.mixed:
-        ranges = [f"{low}-{high}" for low, high in LENGTH_BUCKETS]
-        length_table = [
-            "Median latency by request length (words), the requests of each range answered at that level:",
-            "",
-            "| server | clients | " + " | ".join(f"p50 ms, {r} words" for r in ranges) + " |",
-            "|---|---:|" + "---:|" * len(ranges),
-        ]
-        for name, rows in results.items():
-            for r in rows:
-                cells = " | ".join(f"{r['p50_ms_by_words'][k]:.0f}" for k in ranges)
-                length_table.append(f"| {name} | {r['clients']} | {cells} |")
-        length_table.append("")
-    worker_table: list[str] = []
-    stepped = [(name, r) for name, rows in results.items() for r in rows if r.get("steps")]
-    if stepped:
-        worker_table = [
-            "The continuous scheduler's running sets (from /metrics: mt_step_duration_seconds, a decoder step with "
-            "its beam search; mt_admit_duration_seconds, an admission: encoder and merge), and the worker "
-            "seconds spent in both per second of the level; with --static-step, the sessions and buffer sets it "
-            "opened (mt_static_opened) and the CUDA graphs it captured (mt_cuda_graph_captures) during the level:",
-            "",
-            "| server | clients | steps/s | mean step ms | admissions per step | mean admission ms | busy workers "
-            "| static opened | captures |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for name, r in stepped:
-            steps, admissions = r["steps"], r["admissions"]
-            worker_table.append(
-                f"| {name} | {r['clients']} | {steps / r['seconds']:.0f} | {1000 * r['step_s'] / steps:.2f} | "
-                f"{admissions / steps:.2f} | {1000 * r['admit_s'] / admissions if admissions else 0:.2f} | "
-                f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} | {r.get('static_opened', 0):.0f} | "
-                f"{r.get('captures', 0):.0f} |"
-            )
-        worker_table.append("")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    has_plot = plot(results, report_path(out, ".png"))
-    markdown = "\n".join(
-        [
-            "# Server under load: throughput and latency by concurrency",
-            "",
-            f"Generated by `python -m bench load` on {setup['date']}: {setup['bundle']}, {setup['model']}, "
-            + (
-                "one text of 1-100 running words per request, as one sentence"
-                if args.mixed
-                else "one test sentence per request"
-            )
-            + f" ({setup['input']}), beam {setup['beam']}, {setup['threads']} inference "
-            f"threads, {setup['requests_per_level']} requests per level, server and client on the same "
-            f"{setup['machine']['cpus']} CPUs (127.0.0.1)"
-            + (f"; the batch scheduler with --max-wait-ms {args.max_wait_ms}" if args.max_wait_ms is not None else "")
-            + (f"; --inflight-batches {args.inflight_batches}" if args.inflight_batches is not None else "")
-            + (f"; server flags {args.server_args}" if args.server_args else "")
-            + ".",
-            "",
-            *table,
-            "",
-            *length_table,
-            "Where the CPU went during each level, as shares of all CPUs over the level's wall time (from "
-            "/proc: the load generator's process, the server's main thread, which runs the event loop with HTTP, "
-            "JSON and validation, and the server's other threads: batcher, tokenization pool, onnxruntime, and "
-            "with engine-process the engine process's threads; server RSS includes the engine process):",
-            "",
-            *cpu_table,
-            "",
-            *worker_table,
-            *([f"![load]({report_path(out, '.png').name})", ""] if has_plot else []),
-            "Each server's start, launched to ready (models loaded and warmed up; with --static-step, its buckets "
-            "opened): " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ready_s.items()) + ".",
-            "",
-            *[
-                f"{name} could not be measured: `{error.splitlines()[-1] if error else ''}`\n"
-                for name, error in failed.items()
-            ],
-        ]
-    )
-    print()
-    print(markdown)
-    write_report(out, markdown, {"setup": setup, "results": results})
+            report(final=False)
+    report(final=True)
     return 0
 
 

@@ -60,11 +60,13 @@ case "$step" in
       --static-step --batch 1 --sentences 32 --repeats 1 --out "$OUT/profile-static-b1" 2>&1 | grep "^| " | head -16
     # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps,
     # the models and the scheduler in a process of their own: MT_ENGINE_PROCESS unset is on there since session 27),
-    # against the same in the server's process; with two running sets, and with CUDA graphs
+    # with two running sets, and with CUDA graphs: their buckets opened at load (MT_STATIC_WARM, session 30; the
+    # report says how long each server took to be ready) and, as in session 27, on first use. The static servers go
+    # last: the report is rewritten after each server, so a timeout keeps the others'.
     # (2048 requests a level: with 512 or 768, a level at 128 clients lasted about a second, ramp and drain included)
     timeout 220 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
       --requests 2048 --warmup-requests 256 --deadline 15 --levels 64,128 \
-      --servers continuous,continuous:no-engine-process,continuous:inflight-batches=2,continuous:static-step \
+      --servers continuous,continuous:inflight-batches=2,continuous:static-step,continuous:static-step+static-warm=0 \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
   cuts)
