@@ -17,6 +17,7 @@ COMMANDS = {
     "peers": "bench.peers",
     "profile-decode": "bench.profile_decode",
     "search-cost": "bench.search_cost",
+    "ban-rate": "bench.ban_rate",
     "batch-mates": "bench.batch_mates",
     "gpu": "bench.gpu",
     "ort-beam-search": "bench.ort_beam_search",

@@ -36,9 +36,10 @@ VOCAB, BOS, EOS = 8000, 1, 2
 
 class Stepper:
     # Outputs are drawn before the clock starts: a pool of rows, handed out in turn.
-    def __init__(self, seed, k):
+    def __init__(self, seed, k, pieces):
         rng = np.random.default_rng(seed)
-        self.pool_ids = np.stack([rng.choice(np.arange(3, VOCAB), size=k, replace=False) for _ in range(4096)])
+        drawn = np.arange(3, min(VOCAB, 3 + pieces))
+        self.pool_ids = np.stack([rng.choice(drawn, size=k, replace=False) for _ in range(4096)])
         lp = np.sort(np.log(rng.dirichlet(np.full(k, 0.3), size=4096) + 1e-9), axis=1)[:, ::-1]
         self.pool_lp = np.ascontiguousarray(lp, dtype=np.float32)
         self.lengths = rng.integers(10, 41, size=100000)
@@ -66,9 +67,9 @@ class Stepper:
         return out
 
 
-def run(batch, beam, steps, seed, ngram=0, penalty=1.0):
+def run(batch, beam, steps, seed, ngram=0, penalty=1.0, pieces=VOCAB):
     k = 2 * beam
-    stepper = Stepper(seed, k + (16 if ngram else 0))  # the guard asks for k + the most tokens a hypothesis bans
+    stepper = Stepper(seed, k + (32 if ngram else 0), pieces)  # the guard asks for k + the most a hypothesis bans
     search = BeamSearch(stepper, vocab_size=VOCAB, bos_id=BOS, eos_id=EOS)
     options = SearchOptions(beam_size=beam, max_len=64, no_repeat_ngram=ngram, length_penalty=penalty)
     search.admit((key, [5] * 12, options) for key in range(batch))
@@ -88,6 +89,7 @@ print(json.dumps({"ready": tree}), flush=True)
 for line in sys.stdin:
     job = json.loads(line)
     extra = {"ngram": job["ngram"], "penalty": job["penalty"]} if job.get("ngram") or job.get("penalty") else {}
+    extra |= {"pieces": job["pieces"]} if job.get("pieces") else {}
     print(json.dumps(run(job["batch"], job["beam"], job["steps"], job["seed"], **extra)), flush=True)
 """
 
@@ -107,8 +109,17 @@ def main(argv: list[str] | None = None) -> int:
         help="every sentence's n-gram guard (the server's default is 3: MT_NO_REPEAT_NGRAM_SIZE)",
     )
     parser.add_argument("--length-penalty", type=float, default=1.0, help="the server's default is 1.4")
+    parser.add_argument(
+        "--pieces",
+        type=int,
+        default=0,
+        help="draw the stepper's tokens from this many pieces instead of 8,000, so that hypotheses repeat pieces "
+        "(and the n-gram guard bans some) as a real model's do; 0: 8,000",
+    )
     parser.add_argument("--out", default=str(report_dir("search-cost") / "report"))
     args = parser.parse_args(argv)
+    if args.pieces and args.pieces < 2 * args.beam + 32:
+        parser.error(f"--pieces {args.pieces}: at least {2 * args.beam + 32}, the widest row the stepper draws")
 
     trees = {key: str(Path(tree).resolve()) for key, tree in (("a", args.a), ("b", args.b)) if tree}
     sides = {key: Worker(WORKER, [tree], tree) for key, tree in trees.items()}
@@ -121,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                     job = {"batch": batch, "beam": args.beam, "steps": args.steps, "seed": repeat}
                     if args.no_repeat_ngram or args.length_penalty != 1.0:  # a tree older than these options: none
                         job |= {"ngram": args.no_repeat_ngram, "penalty": args.length_penalty}
+                    if args.pieces:
+                        job["pieces"] = args.pieces
                     runs[key].append(side.call(job))
             row: dict[str, Any] = {"batch": batch, "beam": args.beam, "steps": args.steps}
             for key in sides:
@@ -146,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Python {host['python']}): "
         + ", ".join(f"{key} = `{tree}`" for key, tree in trees.items())
         + f"; beam {args.beam}, n-gram guard {args.no_repeat_ngram}, length penalty {args.length_penalty:g}, "
-        f"{args.steps} steps a run, the set kept full, median of {args.repeats} alternated"
+        + (f"tokens drawn from {args.pieces} pieces, " if args.pieces else "")
+        + f"{args.steps} steps a run, the set kept full, median of {args.repeats} alternated"
         " runs; the synthetic stepper's own time is not counted.",
         "",
         header,

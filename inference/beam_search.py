@@ -109,11 +109,11 @@ hypothesis of a sentence has no parent and length 0. ``tokens``: with an n-gram 
 time: bench search-cost); None without."""
 _TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH, _TOKENS = range(8)
 _FED = operator.itemgetter(_TOKEN, _SCORE, _ROW)
+"""What a step feeds the graph of a hypothesis: its last token, its score and its cache row."""
 _TOKENS_OF = operator.itemgetter(_TOKENS)
 ARRAYS_FROM = 64
-"""Sets of at least this many sentences, none banning a token this step, choose their proposals with numpy
-(``BeamSearch._choose_arrays``); smaller ones walk them in Python (``_choose_walk``): the same choices."""
-"""What a step feeds the graph of a hypothesis: its last token, its score and its cache row."""
+"""Sets of at least this many sentences choose their proposals with numpy (``BeamSearch._choose_arrays``); smaller
+ones walk them in Python (``_choose_walk``): the same choices."""
 
 
 def _start(guarded: bool) -> _Hyp:
@@ -270,8 +270,8 @@ class BeamSearch:
         depth = min(hyps * width, widest + hyps * (1 + extra))
         ranking = np.argsort(-flat, axis=1, kind="stable")[:, :depth]
         ranked = _Ranked(ranking, flat, top_ids.reshape(batch, -1), top_lp.reshape(batch, -1), attention, width, hyps)
-        if batch >= ARRAYS_FROM and all(b is None for b in banned):
-            chosen = self._choose_arrays(ranked)
+        if batch >= ARRAYS_FROM:
+            chosen = self._choose_arrays(ranked, banned)
         else:
             chosen = self._choose_walk(ranked, banned)
         still: list[int] = []
@@ -330,11 +330,12 @@ class BeamSearch:
             chosen.append(grown)
         return chosen
 
-    def _choose_arrays(self, proposals: _Ranked) -> list[list[_Hyp]]:
-        """What ``_choose_walk`` chooses when no sentence bans a token, found with numpy over the whole set: a
-        proposal grows its hypothesis when it is real (not a padding row's, which sort last), not EOS and among
-        the first ``beam`` such of its sentence; an EOS finishes one when fewer than ``beam`` grew before it.
-        Python then only builds the chosen hypotheses."""
+    def _choose_arrays(self, proposals: _Ranked, banned: list[list[AbstractSet[int]] | None]) -> list[list[_Hyp]]:
+        """What ``_choose_walk`` chooses, found with numpy over the whole set: a proposal grows its hypothesis
+        when it is real (not a padding row's, which sort last, nor a token its hypothesis bans, which the walk
+        skips), not EOS and among the first ``beam`` such of its sentence; an EOS finishes one when fewer than
+        ``beam`` grew before it. Python then only builds the chosen hypotheses, and marks the banned proposals of
+        the few sentences that ban a token this step."""
         ranking, flat, top_ids, top_lp, attention, width, hyps = proposals
         running, eos = self._running, self.eos_id
         batch = len(running)
@@ -344,6 +345,12 @@ class BeamSearch:
         alive = np.array([len(s.alive) for s in running])[:, None]
         beams = np.array([s.options.beam_size for s in running])[:, None]
         real = parent < alive
+        for b, sets in enumerate(banned):
+            if sets is not None:  # its hypotheses' banned tokens are proposals it never takes (EOS is never banned)
+                n_alive = len(sets)
+                for j, (i, token) in enumerate(zip(parent[b].tolist(), ids[b].tolist(), strict=True)):
+                    if i < n_alive and token in sets[i]:
+                        real[b, j] = False
         ends = ids == eos
         grows = real & ~ends
         before = np.cumsum(grows, axis=1) - grows  # hypotheses grown before each proposal

@@ -20,3 +20,15 @@ def test_search_cost_compares_two_trees_and_writes_its_report(tmp_path: Path) ->
         assert row["same_outputs"] is True
         assert all(ms > 0 for ms in row["a"] + row["b"])
     assert "| 6 |" in out.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_tokens_from_few_pieces_make_the_guard_ban_and_both_trees_agree(tmp_path: Path) -> None:
+    """``--pieces``: the stepper draws its tokens from a few pieces (which repeat, as real ones do: bench ban-rate
+    counts how often the guard then bans); the same tree twice still chooses the same tokens, and the report says
+    how the tokens were drawn."""
+    out = tmp_path / "report"
+    argv = ["--a", ".", "--b", ".", "--batch-sizes", "2,64", "--steps", "40", "--repeats", "1", "--out", str(out)]
+    assert search_cost.main([*argv, "--no-repeat-ngram", "2", "--pieces", "40"]) == 0
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert all(row["same_outputs"] for row in data["rows"])
+    assert "tokens drawn from 40 pieces" in out.with_suffix(".md").read_text(encoding="utf-8")
