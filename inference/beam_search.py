@@ -236,7 +236,8 @@ class BeamSearch:
         banned: list[list[AbstractSet[int]] | None] = []  # per sentence, None when it bans nothing this step
         extra = 0
         for s in running:
-            n, sets = s.options.no_repeat_ngram, None
+            n = s.options.no_repeat_ngram
+            sets: list[AbstractSet[int]] | None = None
             if n:
                 # Most hypotheses hold their tail's first token once and ban nothing: told without a call, in a
                 # plain loop (a set of 128 sentences has 512 hypotheses a step; bench search-cost with the guard).
@@ -247,7 +248,7 @@ class BeamSearch:
                     found = banned_tokens(t, n)
                     if found:
                         if sets is None:
-                            sets = [_NOTHING] * len(s.alive)
+                            sets = [_NOTHING for _ in s.alive]
                         sets[i] = found
                         extra = max(extra, len(found))
             banned.append(sets)
