@@ -668,14 +668,15 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
     """Open, before any request, what running sets of up to ``max_slots`` sentences would open as they meet each
     bucket (:func:`ladder`, smallest first, within ``budget`` bytes of buffers): each bucket's decoder session, its
     buffers, and their bindings for the ``k`` of beam ``beam`` with and without banned tokens (``bucket(2 * beam)``
-    and twice that), each run as often as capture needs (``CAPTURE_RUNS``; once on the CPU, which captures nothing),
+    and twice that), each run as often as capture needs (``CAPTURE_RUNS``; on the CPU, which captures nothing, one
+    run a bucket),
     and on CUDA the encoder buckets of the same sizes. The buffers then wait in the pool, largest released first
     so that the pool's limit frees those first.
 
     onnxruntime keeps captured graphs per thread: call this on the thread that will decode
     (``Engine.decode_threads``)."""
     done = Warmed()
-    pool, runs = engine.static_pool, CAPTURE_RUNS if engine.cuda_graph else 1
+    pool, runs = engine.static_pool, CAPTURE_RUNS
     ks = sorted({min(bucket(2 * beam * twice), engine.vocab_size) for twice in (1, 2)})
     opened: list[Buffers] = []
     for dims in ladder(engine, max_slots, beam):
@@ -687,16 +688,17 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
             buffers = pool.acquire(dims)
         opened.append(buffers)
         done.buckets, done.nbytes = done.buckets + 1, done.nbytes + size
-        for k in ks:
-            for parity in (0, 1):
-                with GATE.shared():
-                    bound = _binding(engine, buffers, k, parity)
-                for _ in range(runs):
-                    thread, capturing = _captures(bound.runs, engine.cuda_graph)
-                    with GATE.exclusive() if capturing else GATE.shared():
-                        _run(buffers.session, bound, attention=False)
-                    bound.runs[thread] = bound.runs.get(thread, 0) + 1
-                done.bindings += 1
+        for index, (k, parity) in enumerate((k, parity) for k in ks for parity in (0, 1)):
+            with GATE.shared():
+                bound = _binding(engine, buffers, k, parity)
+            # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the others
+            # are only bound.
+            for _ in range(runs if engine.cuda_graph else int(index == 0)):
+                thread, capturing = _captures(bound.runs, engine.cuda_graph)
+                with GATE.exclusive() if capturing else GATE.shared():
+                    _run(buffers.session, bound, attention=False)
+                bound.runs[thread] = bound.runs.get(thread, 0) + 1
+            done.bindings += 1
     if engine.static_encoder:
         widths = sorted({b.dims.width for b in opened})
         for batch in sorted({b.dims.slots for b in opened}):
