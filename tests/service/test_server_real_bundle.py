@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -298,6 +299,31 @@ def test_static_step_server_answers_like_the_default_one(
     log = (tmp_path / "static.log").read_text()
     assert "static-shape steps" in log and "(one pool for the process)" in log
     assert "static steps: opened 48 buckets of up to 8 sentences" in log
+
+
+def test_an_engine_process_with_static_steps_opens_its_buckets_before_it_is_ready(
+    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
+) -> None:
+    """What a GPU server with MT_STATIC_STEP=1 runs (the engine process is on there by default): the engine process
+    opens the buckets of sets up to MT_STATIC_WARM sentences on its decoding threads before the server is ready, and
+    concurrent requests then open none, translated as the default server translates them."""
+    args = ["--bundle", str(tiny_static_bundle), "--static-step", "--engine-process", "--scheduler", "continuous"]
+    args += ["--provider", "cpu", "--inflight-batches", "1", "--refill-at", "1024", "--static-warm", "8"]
+
+    def opened(server: ProcessServer) -> float:
+        return metric(server, 'mt_static_opened{kind="decoder"}')
+
+    with process_server(args, tmp_path / "static-ep.log", env={"MT_THREADS": "1"}) as static:
+        wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        wait_until(lambda: opened(static) > 0, timeout=5, what="the engine process's counts")  # sent every 0.2 s
+        warmed = opened(static)
+        texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 2)]
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(lambda t: translate(static, t)["translations"][0]["text"], texts))
+        time.sleep(1.0)  # the engine process sends its counts every 0.2 s: what the requests opened is in by now
+        served = opened(static)
+    assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
+    assert warmed == served == 4 * 4 * 3  # the buckets of up to 8 sentences of the tiny model (see the test above)
 
 
 def test_engine_process_server_answers_like_the_default_one(
