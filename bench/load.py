@@ -234,6 +234,7 @@ async def closed_loop(
         "admit_s": admit_s,
         # --static-step: sessions and buffer sets opened, and CUDA graphs captured, during the level
         "static_opened": sum(gained(f'mt_static_opened{{kind="{kind}"}}') for kind in OPENED_KINDS),
+        "static_opened_by_kind": {kind: gained(f'mt_static_opened{{kind="{kind}"}}') for kind in OPENED_KINDS},
         "captures": gained("mt_cuda_graph_captures"),
         "client_cpu_s": client_cpu,
         "server_loop_cpu_s": loop_cpu,
@@ -474,17 +475,26 @@ def main(argv: list[str] | None = None) -> int:
                     cells = " | ".join(f"{r['p50_ms_by_words'][k]:.0f}" for k in ranges)
                     length_table.append(f"| {name} | {r['clients']} | {cells} |")
             length_table.append("")
+
+        def kinds(r: dict[str, Any]) -> str:
+            by_kind = r.get("static_opened_by_kind")
+            if not r.get("static_opened") or not by_kind:
+                return ""
+            return " (" + " / ".join(f"{by_kind.get(kind, 0):.0f}" for kind in OPENED_KINDS) + ")"
+
         worker_table: list[str] = []
         stepped = [(name, r) for name, rows in results.items() for r in rows if r.get("steps")]
         if stepped:
             worker_table = [
                 "The continuous scheduler's running sets (from /metrics: mt_step_duration_seconds, a decoder step with "
                 "its beam search; mt_admit_duration_seconds, an admission: encoder and merge), and the worker "
-                "seconds spent in both per second of the level; with --static-step, the sessions and buffer sets it "
-                "opened (mt_static_opened) and the CUDA graphs it captured (mt_cuda_graph_captures) during the level:",
+                "seconds spent in both per second of the level; with --static-step, what it opened during the level "
+                "(mt_static_opened: decoder sessions, encoder sessions and sets of buffers, a set of buffers opened "
+                "again where the pool had freed its bucket's) and the CUDA graphs it captured "
+                "(mt_cuda_graph_captures):",
                 "",
                 "| server | clients | steps/s | mean step ms | admissions per step | mean admission ms | busy workers "
-                "| static opened | captures |",
+                "| static opened (decoder / encoder / buffers) | captures |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for name, r in stepped:
@@ -492,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                 worker_table.append(
                     f"| {name} | {r['clients']} | {steps / r['seconds']:.0f} | {1000 * r['step_s'] / steps:.2f} | "
                     f"{admissions / steps:.2f} | {1000 * r['admit_s'] / admissions if admissions else 0:.2f} | "
-                    f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} | {r.get('static_opened', 0):.0f} | "
+                    f"{(r['step_s'] + r['admit_s']) / r['seconds']:.2f} | {r.get('static_opened', 0):.0f}{kinds(r)} | "
                     f"{r.get('captures', 0):.0f} |"
                 )
             worker_table.append("")
