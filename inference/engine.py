@@ -588,20 +588,7 @@ class Engine:
 
     def _warmup(self) -> None:
         if self.static_warm:
-            started = time.monotonic()
-            done = warm(self, self.static_warm)
-            log.info(
-                "static steps: opened %d buckets of up to %d sentences (%d MiB of buffers, %d step graphs, %d encoder "
-                "buckets%s) in %.1f s; %d larger ones open on first use",
-                done.buckets,
-                self.static_warm,
-                done.nbytes >> 20,
-                done.bindings,
-                done.encoders,
-                ", captured as CUDA graphs" if self.cuda_graph else "",
-                time.monotonic() - started,
-                done.skipped,
-            )
+            self._warm_static()
         token = min(4, self.vocab_size - 1)
         options = DecodeOptions(beam_size=2, max_length=4, max_length_ratio=1.0, return_attention=True)
         running = self.running_set()
@@ -612,6 +599,34 @@ class Engine:
         running.drop([0, 1])  # select; the next step trims the cache columns of 0 and 1
         while running:
             running.step()
+
+    def _warm_static(self) -> None:
+        """Open the static buckets of ``static_warm`` (inference/static_state.py ``warm``); a failure is logged, not
+        raised: the buckets then open on first use, and the warm-up translation still checks every graph."""
+        started = time.monotonic()
+        try:
+            done = warm(self, self.static_warm)
+        except Exception as err:  # onnxruntime's own types
+            log.warning(
+                "static steps: opening the buckets of up to %d sentences at load failed (%s: %s); they open on first "
+                "use",
+                self.static_warm,
+                type(err).__name__,
+                err,
+            )
+            return
+        log.info(
+            "static steps: opened %d buckets of up to %d sentences (%d MiB of buffers, %d step graphs, %d encoder "
+            "buckets%s) in %.1f s; %d larger ones open on first use",
+            done.buckets,
+            self.static_warm,
+            done.nbytes >> 20,
+            done.bindings,
+            done.encoders,
+            ", captured as CUDA graphs" if self.cuda_graph else "",
+            time.monotonic() - started,
+            done.skipped,
+        )
 
     def source_batch(self, sources: list[list[int]]) -> np.ndarray:
         """The encoder's ``src_ids`` for these sources (ids without EOS): EOS appended, padded to the longest."""

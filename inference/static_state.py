@@ -674,42 +674,45 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
     so that the pool's limit frees those first.
 
     onnxruntime keeps captured graphs per thread: call this on the thread that will decode
-    (``Engine.decode_threads``)."""
+    (``Engine.decode_threads``). On an error the buckets warmed so far still go to the pool, and the error is
+    raised (``Engine.warmup`` logs it and serves: the other buckets open on first use)."""
     done = Warmed()
     pool, runs = engine.static_pool, CAPTURE_RUNS
     ks = sorted({min(bucket(2 * beam * twice), engine.vocab_size) for twice in (1, 2)})
-    opened: list[Buffers] = []
-    for dims in ladder(engine, max_slots, beam):
-        size = buffer_bytes(engine, dims)
-        if done.nbytes + size > budget:
-            done.skipped += 1
-            continue
-        with GATE.shared():
-            buffers = pool.acquire(dims)
-        opened.append(buffers)
-        done.buckets, done.nbytes = done.buckets + 1, done.nbytes + size
-        for index, (k, parity) in enumerate((k, parity) for k in ks for parity in (0, 1)):
+    opened: list[Buffers] = []  # warmed through: they go to the pool, whatever happens after
+    try:
+        for dims in ladder(engine, max_slots, beam):
+            size = buffer_bytes(engine, dims)
+            if done.nbytes + size > budget:
+                done.skipped += 1
+                continue
             with GATE.shared():
-                bound = _binding(engine, buffers, k, parity)
-            # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the others
-            # are only bound.
-            for _ in range(runs if engine.cuda_graph else int(index == 0)):
-                thread, capturing = _captures(bound.runs, engine.cuda_graph)
-                with GATE.exclusive() if capturing else GATE.shared():
-                    _run(buffers.session, bound, attention=False)
-                bound.runs[thread] = bound.runs.get(thread, 0) + 1
-            done.bindings += 1
-    if engine.static_encoder:
-        widths = sorted({b.dims.width for b in opened})
-        for batch in sorted({b.dims.slots for b in opened}):
-            for width in widths:
-                encoder = pool.encoder(batch, width)
-                src = np.full((batch, width), engine.pad_id, dtype=np.int64)
-                src[:, 0] = engine.eos_id
-                with encoder.lock:
-                    for _ in range(runs):
-                        encoder.run(src, engine.cuda_graph)
-                done.encoders += 1
-    for buffers in sorted(opened, key=lambda b: -b.nbytes):
-        pool.release(buffers)
+                buffers = pool.acquire(dims)
+            for index, (k, parity) in enumerate((k, parity) for k in ks for parity in (0, 1)):
+                with GATE.shared():
+                    bound = _binding(engine, buffers, k, parity)
+                # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the
+                # others are only bound.
+                for _ in range(runs if engine.cuda_graph else int(index == 0)):
+                    thread, capturing = _captures(bound.runs, engine.cuda_graph)
+                    with GATE.exclusive() if capturing else GATE.shared():
+                        _run(buffers.session, bound, attention=False)
+                    bound.runs[thread] = bound.runs.get(thread, 0) + 1
+                done.bindings += 1
+            opened.append(buffers)  # a bucket that failed half-way is not kept: its buffers are freed with it
+            done.buckets, done.nbytes = done.buckets + 1, done.nbytes + size
+        if engine.static_encoder:
+            widths = sorted({b.dims.width for b in opened})
+            for batch in sorted({b.dims.slots for b in opened}):
+                for width in widths:
+                    encoder = pool.encoder(batch, width)
+                    src = np.full((batch, width), engine.pad_id, dtype=np.int64)
+                    src[:, 0] = engine.eos_id
+                    with encoder.lock:
+                        for _ in range(runs):
+                            encoder.run(src, engine.cuda_graph)
+                    done.encoders += 1
+    finally:
+        for buffers in sorted(opened, key=lambda b: -b.nbytes):
+            pool.release(buffers)
     return done

@@ -220,3 +220,33 @@ def test_a_warm_up_stays_within_its_budget_smallest_buckets_first(capturing_engi
     released = [buffers.dims for buffers in pool._released.values()]
     assert released == buckets[:7][::-1]
     assert done.bindings == 7 * 2 * 2  # k 8 and 16 (beam 4, with and without banned tokens), two cache parities
+
+
+def test_a_warm_up_that_fails_half_way_keeps_what_it_warmed_and_the_engine_serves(
+    capturing_engine: Engine, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bucket whose run fails during the warm-up (on a GPU: out of memory while capturing) stops the warm-up:
+    the buckets warmed before it wait in the pool, the failing one is not kept, the engine logs it and still warms
+    up and translates (the other buckets open on first use)."""
+    from inference import static_state
+
+    engine, pool = capturing_engine, capturing_engine.static_pool
+    runs = 0
+    real_run = static_state._run
+
+    def failing(*args: object, **kwargs: object) -> object:
+        nonlocal runs
+        runs += 1
+        if runs == 3 * CAPTURE_RUNS * 4 + 1:  # the fourth bucket's first run: three buckets of 4 bindings warmed
+            raise RuntimeError("CUDA out of memory (injected)")
+        return real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(static_state, "_run", failing)
+    engine.static_warm = 8
+    with caplog.at_level("WARNING", logger="inference.engine"):
+        engine.warmup()
+    assert "opening the buckets of up to 8 sentences at load failed (RuntimeError" in caplog.text
+    buckets, kept = ladder(engine, 8, 4), [b.dims for b in pool._released.values()]
+    assert set(buckets[:3]) <= set(kept) and buckets[3] not in kept
+    texts = [source for source, _ in make_pairs(4, seed=1)]
+    assert all(t.best.text for t in engine.translate(texts, DecodeOptions(beam_size=2, max_length=20)))
