@@ -54,6 +54,9 @@ COMPACT_BELOW = 4
 """A set whose running sentences fill at most a quarter of its slots moves to the smallest bucket that holds them
 (when the bundle has the ``compact`` graph): a finished sentence's slot otherwise runs along until the set empties.
 A quarter, not a half, so that a set near a bucket's edge does not move back and forth as sentences come and go."""
+REUSE_BYTES = 2
+"""A set moving up a bucket takes an already open larger one whose buffers are at most this many times those of the
+bucket it needs, instead of opening that one (``BufferPool.fitting``)."""
 POOL_FREE_BYTES = 2 << 30
 """Device memory the engine keeps in buffers no running set uses, for the next set of their sizes (2 GiB): a
 server whose sets pass through many buckets would otherwise keep one of each for good."""
@@ -251,6 +254,23 @@ class BufferPool:
                 found = self._encoders.setdefault((batch, width), found)
         return found
 
+    def fitting(self, dims: Dims) -> Dims:
+        """``dims``, or instead the smallest bucket already opened that is at least as large on every axis and holds
+        at most ``REUSE_BYTES`` times its buffers: a set that must move up a bucket takes an open one rather than open
+        a session (and on CUDA capture its graphs) while it decodes, for some padding."""
+        with self._lock:
+            if dims in self._sessions:
+                return dims
+            opened = list(self._sessions)
+        limit = REUSE_BYTES * buffer_bytes(self.engine, dims)
+        larger = [
+            (buffer_bytes(self.engine, d), d)
+            for d in opened
+            if d.slots >= dims.slots and d.hyps >= dims.hyps and d.width >= dims.width and d.columns >= dims.columns
+        ]
+        fits = [(size, d) for size, d in larger if size <= limit]
+        return min(fits, key=lambda pair: pair[0])[1] if fits else dims
+
     def acquire(self, dims: Dims) -> Buffers:
         with self._lock:
             free = self._free.get(dims)
@@ -403,7 +423,7 @@ class StaticState:
         buffers = self.buffers
         assert buffers is not None
         taken = set(self.slot_of)
-        free = [s for s in range(want.slots) if s not in taken]
+        free = [s for s in range(buffers.dims.slots) if s not in taken]
         slots = free[: len(sources)]
         memory = dict(zip(engine.memory_names, (value._ortvalue for value in buffers.memory), strict=True))
         # The place outputs are the inputs' own buffers: ScatterND writes the new rows where the memory lies.
@@ -545,8 +565,10 @@ class StaticState:
         engine.static_pool.release(old)
 
     def _resize(self, dims: Dims) -> None:
-        """Move the state to buffers of ``dims`` (at least as large on every axis), through the host."""
+        """Move the state to buffers of ``dims`` (at least as large on every axis), or of a larger bucket already open
+        (``BufferPool.fitting``), on the device (``grow``) or through the host."""
         engine, old = self.engine, self.buffers
+        dims = engine.static_pool.fitting(dims)
         with GATE.shared():  # a session opened, device buffers allocated and filled
             new = engine.static_pool.acquire(dims)
             self._copy_state(old, new)

@@ -18,7 +18,7 @@ from core.translation import DecodeOptions
 from inference import capture
 from inference.capture import CaptureGate
 from inference.engine import Engine
-from inference.static_state import CAPTURE_RUNS, OPENED, buffer_bytes, ladder, warm
+from inference.static_state import CAPTURE_RUNS, OPENED, REUSE_BYTES, Dims, buffer_bytes, ladder, warm
 from testkit.synthetic import make_pairs
 
 
@@ -250,3 +250,30 @@ def test_a_warm_up_that_fails_half_way_keeps_what_it_warmed_and_the_engine_serve
     assert set(buckets[:3]) <= set(kept) and buckets[3] not in kept
     texts = [source for source, _ in make_pairs(4, seed=1)]
     assert all(t.best.text for t in engine.translate(texts, DecodeOptions(beam_size=2, max_length=20)))
+
+
+def test_a_set_moving_up_takes_an_open_larger_bucket_within_twice_the_buffers(tiny_static_bundle: Path) -> None:
+    """``BufferPool.fitting``: a set that needs a bucket nobody opened takes the smallest open one at least as large
+    on every axis whose buffers are at most twice its own, and translates as the dynamic engine does; past twice, it
+    opens its own."""
+    reference = Engine.load(tiny_static_bundle, provider="cpu")
+    texts = [source for source, _ in make_pairs(3, seed=2, min_len=1, max_len=4)]
+    options = DecodeOptions(beam_size=4, max_length=12)
+    expected = [t.best.token_ids for t in reference.translate(texts, options)]
+    need = Dims(4, 4, 16, 32)  # 3 short sentences, new: 4 slots, the narrowest source and cache widths
+
+    for opened, larger in ((Dims(4, 4, 32, 64), True), (Dims(4, 4, 64, 64), False)):
+        engine = Engine.load(tiny_static_bundle, provider="cpu", static_step=True)
+        pool = engine.static_pool
+        pool.release(pool.acquire(opened))
+        ratio = buffer_bytes(engine, opened) / buffer_bytes(engine, need)
+        assert (ratio <= REUSE_BYTES) is larger, ratio
+        before = OPENED["decoder"]
+        assert [t.best.token_ids for t in engine.translate(texts, options)] == expected
+        assert (OPENED["decoder"] == before) is larger  # took the open bucket, or opened the one it needs
+        assert set(pool._sessions) == ({opened} if larger else {opened, need})
+    # two open buckets fit a set of 2: the one with the smaller buffers is taken; an open bucket is itself
+    pool.release(pool.acquire(Dims(2, 4, 16, 64)))
+    small = Dims(2, 4, 16, 32)
+    assert buffer_bytes(engine, Dims(2, 4, 16, 64)) < buffer_bytes(engine, need) <= 2 * buffer_bytes(engine, small)
+    assert pool.fitting(small) == Dims(2, 4, 16, 64) and pool.fitting(need) == need
