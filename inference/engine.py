@@ -353,10 +353,11 @@ class Engine:
         """Most sentences of the running sets whose static buckets ``warmup`` opens (and on CUDA captures) before
         the first request (inference/static_state.py ``warm``); 0: none."""
         self.decode_threads: ThreadPoolExecutor | None = None
-        """With static steps, the threads that decode (a scheduler's workers, a batcher's batches, ``warmup``):
-        onnxruntime keeps captured CUDA graphs per thread, so the threads that captured them must be the ones that
-        replay them. An executor's threads outlive their tasks (a scheduler's worker ends after a second idle, its
-        thread and graphs stay); they end with the engine."""
+        """With static steps or on CUDA, the threads that decode (a scheduler's workers, a batcher's batches,
+        ``warmup``): onnxruntime keeps captured CUDA graphs per thread, so the threads that captured them must be the
+        ones that replay them, and its CUDA provider gives each thread a context of its own (cuBLAS and cuDNN
+        handles), made on the thread's first run. An executor's threads outlive their tasks (a scheduler's worker
+        ends after a second idle, its thread, graphs and context stay); they end with the engine."""
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
 
@@ -467,6 +468,7 @@ class Engine:
             if static_warm < 0:
                 raise EngineError(f"static_warm={static_warm} must be 0 (none) or more sentences")
             engine.static_warm = static_warm
+        if static_step or engine.provider == "CUDAExecutionProvider":
             engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
         if cohorts is None:
             cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1

@@ -64,6 +64,8 @@ def test_cuda_engine_runs_on_the_gpu(cuda_engine: Engine) -> None:
     assert cuda_engine.device == ("cuda", 0)
     for session in cuda_engine.sessions.values():
         assert session.get_providers()[0] == "CUDAExecutionProvider"
+    # decoded on threads of its own that outlive a scheduler's idle workers (each thread has its CUDA context)
+    assert cuda_engine.decode_threads is not None
 
 
 @pytest.mark.parametrize("batch", [1, 5, 24])
