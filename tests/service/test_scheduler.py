@@ -459,7 +459,10 @@ def test_an_engine_with_decoding_threads_gets_its_workers_there_across_idle_exit
 
     async def body(s: Scheduler) -> list[str]:
         first = await s.translate(e, [e.tokenize("a b c")], GREEDY, 10)
-        await asyncio.sleep(0.4)  # the worker exits, idle
+        for _ in range(500):  # the worker exits, idle (its lane goes with it)
+            if not s._lanes:
+                break
+            await asyncio.sleep(0.01)
         second = await s.translate(e, [e.tokenize("d e")], GREEDY, 10)
         return [first[0].best.text, second[0].best.text]
 
