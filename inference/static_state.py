@@ -263,12 +263,15 @@ class BufferPool:
                 return dims
             opened = list(self._sessions)
         limit = REUSE_BYTES * buffer_bytes(self.engine, dims)
-        larger = [
-            (buffer_bytes(self.engine, d), d)
+        fits = [
+            (size, d)
             for d in opened
-            if d.slots >= dims.slots and d.hyps >= dims.hyps and d.width >= dims.width and d.columns >= dims.columns
+            if d.slots >= dims.slots
+            and d.hyps >= dims.hyps
+            and d.width >= dims.width
+            and d.columns >= dims.columns
+            and (size := buffer_bytes(self.engine, d)) <= limit
         ]
-        fits = [(size, d) for size, d in larger if size <= limit]
         return min(fits, key=lambda pair: pair[0])[1] if fits else dims
 
     def acquire(self, dims: Dims) -> Buffers:
@@ -699,7 +702,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
     (``Engine.decode_threads``). On an error the buckets warmed so far still go to the pool, and the error is
     raised (``Engine.warmup`` logs it and serves: the other buckets open on first use)."""
     done = Warmed()
-    pool, runs = engine.static_pool, CAPTURE_RUNS
+    pool = engine.static_pool
     ks = sorted({min(bucket(2 * beam * twice), engine.vocab_size) for twice in (1, 2)})
     opened: list[Buffers] = []  # warmed through: they go to the pool, whatever happens after
     try:
@@ -715,7 +718,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                     bound = _binding(engine, buffers, k, parity)
                 # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the
                 # others are only bound.
-                for _ in range(runs if engine.cuda_graph else int(index == 0)):
+                for _ in range(CAPTURE_RUNS if engine.cuda_graph else int(index == 0)):
                     thread, capturing = _captures(bound.runs, engine.cuda_graph)
                     with GATE.exclusive() if capturing else GATE.shared():
                         _run(buffers.session, bound, attention=False)
@@ -731,7 +734,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                     src = np.full((batch, width), engine.pad_id, dtype=np.int64)
                     src[:, 0] = engine.eos_id
                     with encoder.lock:
-                        for _ in range(runs):
+                        for _ in range(CAPTURE_RUNS):
                             encoder.run(src, engine.cuda_graph)
                     done.encoders += 1
     finally:
