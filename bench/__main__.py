@@ -36,6 +36,7 @@ COMMANDS = {
     "markup": "bench.markup",
     "langid": "bench.langid",
     "samples": "bench.samples",
+    "casing": "bench.casing",
     # training experiments
     "learning-curve": "bench.learning_curve",
     "sweep": "bench.sweep",

@@ -31,6 +31,7 @@ import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
 from core.bundle import BundleError, graph_files, read_manifest
+from core.casing import Casing, restored, shouting
 from core.graphs import GRAPHS, PACKED_STEP_IDS, STATIC_EXTRAS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
@@ -223,7 +224,8 @@ class RunningSet:
     def __init__(self, engine: Engine):
         self.engine = engine
         self._cohorts: list[BeamSearch] = []  # oldest first
-        self._sources: dict[Hashable, tuple[list[int], list[str], bool, DecodeOptions]] = {}
+        self._sources: dict[Hashable, tuple[list[int], list[str], bool, DecodeOptions, bool]] = {}
+        """key -> source ids, pieces, truncated, options, and whether a text in capitals was folded (core/casing.py)"""
         self._ready: list[tuple[Hashable, Translation]] = []
 
     def __len__(self) -> int:
@@ -247,8 +249,10 @@ class RunningSet:
             _check_options(options)
             if key in self._sources or any(key == k for k, _ in self._ready):
                 raise ValueError(f"sentence key {key!r} is already in the running set")
+            shouted = False
             if isinstance(source, str):
-                pieces = engine.tokenizer.source_pieces(source)
+                shouted = shouting(source)
+                pieces = engine.tokenizer.source_pieces(engine.casing.fold(source))
                 ids = engine.tokenizer.to_ids(pieces)
             else:
                 ids = list(source)
@@ -260,7 +264,7 @@ class RunningSet:
             if not ids:
                 ready.append((key, _empty(options)))
                 continue
-            self._sources[key] = (ids, pieces, truncated, options)
+            self._sources[key] = (ids, pieces, truncated, options, shouted)
             entries.append((key, ids, engine.search_options(options, len(ids))))
         if entries:
             self._cohort_for(entries).admit(entries)
@@ -282,8 +286,9 @@ class RunningSet:
         done, self._ready = self._ready, []
         for cohort in self._cohorts:
             for key, finished in cohort.step():
-                ids, pieces, truncated, options = self._sources.pop(key)
-                done.append((key, self.engine.translation(ids, pieces, truncated, finished, options)))
+                ids, pieces, truncated, options, shouted = self._sources.pop(key)
+                translation = self.engine.translation(ids, pieces, truncated, finished, options)
+                done.append((key, restored(translation) if shouted else translation))
         self._cohorts = [cohort for cohort in self._cohorts if cohort]
         return done
 
@@ -312,6 +317,8 @@ class Engine:
         self.graphs = "main"
         """Which of the bundle's graph sets runs: "main" or a variant's name (e.g. "cuda")."""
         self.tokenizer = tokenizer
+        self.casing = Casing.load(bundle_dir, manifest)
+        """How a sentence in capitals is read (core/casing.py): the bundle's truecase table, if it has one."""
         self.sessions = sessions
         self.provider: str = sessions["decoder"].get_providers()[0]
         self.device: tuple[str, int] = ("cuda", 0) if self.provider == "CUDAExecutionProvider" else ("cpu", 0)
@@ -532,8 +539,10 @@ class Engine:
         return session_options(self.threads, self.spinning is True or (step and bool(self.spinning)))
 
     def tokenize(self, text: str) -> list[int]:
-        """Source ids without EOS; [] for empty text; unknown characters become the unk id."""
-        return self.tokenizer.encode_source(text)
+        """Source ids without EOS, of the text as the model reads it (a sentence in capitals folded:
+        core/casing.py, its translation then goes back to capitals with ``restored``); [] for empty text; unknown
+        characters become the unk id."""
+        return self.tokenizer.encode_source(self.casing.fold(text))
 
     def running_set(self) -> RunningSet:
         """An empty running set on this engine, for a scheduler to drive."""

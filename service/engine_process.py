@@ -46,6 +46,7 @@ from typing import Any
 from prometheus_client import ProcessCollector
 
 from core.bundle import BundleError, read_manifest
+from core.casing import Casing
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Translation
 from inference.capture import GATE
@@ -72,10 +73,12 @@ class BundleFront:
             self.tokenizer = Tokenizer(bundle)
         except TokenizerError as err:
             raise BundleError(f"bundle {bundle}: {err}") from err
+        self.casing = Casing.load(bundle, self.manifest)
         self.max_source_pieces = int(self.manifest["max_source_pieces"])
 
     def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer.encode_source(text)
+        """As ``Engine.tokenize``: a sentence in capitals folded (core/casing.py)."""
+        return self.tokenizer.encode_source(self.casing.fold(text))
 
 
 def bundle_front(bundle: Path, *, provider: str, threads: int) -> BundleFront:

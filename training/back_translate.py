@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from core.casing import shouting
 from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 
 FILLER = "<blank>"
@@ -101,7 +102,7 @@ def back_translate(
             for first in range(0, len(order), batch):
                 part = order[first : first + batch]
                 for i, text in zip(part, decode([ids[i] for i in part]), strict=True):
-                    texts[i] = text
+                    texts[i] = text.upper() if shouting(chunk[i]) else text  # read folded: core/casing.py
                 progress.update(len(part))
             for synthetic, real in zip(texts, chunk, strict=True):
                 synthetic = " ".join(synthetic.replace("\t", " ").split())

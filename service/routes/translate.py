@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
+from core.casing import restored, shouting
 from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
@@ -342,10 +343,14 @@ def _prepare(
 
 
 def _join(splits: list[Split], translations: list[Translation], wanted: Wanted) -> list[TextTranslation]:
+    """Each text's translation; a sentence in capitals, which the model read folded (``Engine.tokenize``), back in
+    capitals."""
     out, start = [], 0
     for split in splits:
         n = len(split.sentences)
-        out.append(text_translation(split, translations[start : start + n], wanted))
+        mine = translations[start : start + n]
+        mine = [restored(t) if shouting(s) else t for s, t in zip(split.sentences, mine, strict=True)]
+        out.append(text_translation(split, mine, wanted))
         start += n
     return out
 

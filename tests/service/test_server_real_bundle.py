@@ -116,6 +116,22 @@ def test_sentences_and_layout_survive(real: ProcessServer) -> None:
     assert first == translate(real, "red blue")["translations"][0]["text"]
 
 
+def test_a_sentence_in_capitals_is_read_folded_and_answered_in_capitals(real: ProcessServer, real_bundle: Path) -> None:
+    """core/casing.py through HTTP: the sentence in capitals is translated as its folded form would be, then put in
+    capitals; the one in lower case beside it is translated as it is."""
+    from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+    from inference.engine import Engine
+
+    engine = Engine.load(real_bundle, provider="cpu", threads=1)
+    options = DecodeOptions(length_penalty=DEFAULT_LENGTH_PENALTY, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE)
+    folded, plain = engine.translate_ids(
+        [engine.tokenizer.encode_source(t) for t in ("Gold pink", "gold pink")], options
+    )
+    out = translate(real, "GOLD PINK\ngold pink")["translations"][0]["text"]
+    assert out == f"{folded.best.text.upper()}\n{plain.best.text}"
+    assert engine.tokenizer.encode_source("GOLD PINK") != engine.tokenizer.encode_source("Gold pink")
+
+
 def test_attention_alignment_scores_and_alternatives(real: ProcessServer) -> None:
     body = translate(
         real,
@@ -282,7 +298,7 @@ def test_static_step_server_answers_like_the_default_one(
     with process_server(args, tmp_path / "static.log", env={"MT_THREADS": "2"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         warmed = opened(static)
-        texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
+        texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)] + ["GOLD PINK"]  # folded alike
         with ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda t: translate(static, t)["translations"][0]["text"], texts))
         mid_run = metric(static, "mt_admitted_mid_run_sentences_total")

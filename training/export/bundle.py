@@ -23,6 +23,7 @@ import onnx
 import torch
 
 from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
+from core.casing import TRUECASE_FILE
 from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
@@ -45,6 +46,7 @@ from training.export.writer import check_target, tensor_specs
 from training.export.writer import manifest as build_manifest
 from training.incremental import topk_chunks
 from training.model import Transformer
+from training.truecase import build_table, source_lines, write_table
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,7 @@ def export_bundle(
     calibration_sentences: int = CALIBRATION_SENTENCES,
     test_file: str | Path | None = None,
     tolerance: float | None = None,
+    truecase: str | Path | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Write a bundle for ``checkpoint`` into ``out_dir`` and return its manifest.
@@ -131,6 +134,13 @@ def export_bundle(
     elif calibration:
         raise ExportError(f"--calibration is for --quantize int8-static*, not {quantize}")
     tolerance = TOLERANCES[mode] if tolerance is None else tolerance
+    if truecase is None:  # the checkpoint's training text, when it is here
+        trained_on = config.data.train
+        truecase = trained_on if trained_on and Path(trained_on).is_file() else "none"
+        if truecase == "none":
+            log.info("no truecase table: the training file %s is not here (--truecase FILE adds one)", trained_on)
+    elif str(truecase) != "none" and not Path(truecase).is_file():
+        raise ExportError(f"--truecase {truecase}: no such file (the model's training text, or none)")
 
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
@@ -170,6 +180,9 @@ def export_bundle(
                 f"{config.model.vocab_size} embeddings; the checkpoint is inconsistent"
             )
         parity = check_parity(model, bundle, tokenizer, test_file, attention_layer, mode, tolerance)
+        table = build_table(source_lines(truecase)) if str(truecase) != "none" else {}
+        if table:
+            write_table(bundle, table)
         variants = {}
         if gpu_dtype != "none":
             gpu_parity = check_parity(
@@ -210,9 +223,12 @@ def export_bundle(
                     if calibration
                     else {}
                 ),
+                **({"truecase": {"file": Path(truecase).name, "words": len(table)}} if table else {}),
             },
             scores or {},
         )
+        if table:
+            manifest["vocabulary"]["truecase"] = TRUECASE_FILE
         if variants:
             manifest["variants"] = variants
         write_manifest(bundle, manifest)

@@ -59,6 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         calibration_sentences=args.calibration_sentences,
         test_file=args.test_file,
         tolerance=args.tolerance,
+        truecase=args.truecase,
         overwrite=args.overwrite,
     )
     summary = {
@@ -166,6 +167,13 @@ def register(subparsers: Any) -> None:
         help="largest accepted |ONNX - PyTorch| (default: "
         + ", ".join(f"{k} {v:g}" for k, v in TOLERANCES.items())
         + ")",
+    )
+    p.add_argument(
+        "--truecase",
+        metavar="FILE",
+        help="the model's training text (a TSV, source first), to count each word's usual case in: the bundle's "
+        "truecase.json, with which the engine reads a sentence typed in capitals (docs/casing.md). Default: the "
+        "training file recorded in the checkpoint, when it is here; none: no table",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing bundle in OUT_DIR")
     p.set_defaults(func=_run)
