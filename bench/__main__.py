@@ -37,6 +37,7 @@ COMMANDS = {
     "langid": "bench.langid",
     "samples": "bench.samples",
     "casing": "bench.casing",
+    "long-sentences": "bench.long_sentences",
     # training experiments
     "learning-curve": "bench.learning_curve",
     "sweep": "bench.sweep",

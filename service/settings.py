@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from core.sentences import PART_PIECES
 from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 
 Provider = Literal["auto", "cpu", "cuda"]
@@ -151,6 +152,14 @@ class Settings(BaseSettings):
         description="Continuous scheduler: most cohorts in a running set. Late arrivals start a new one "
         "instead of padding their cache to the set's oldest sentence (inference/engine.py, RunningSet). "
         "0: 4 on the CPU, 1 on a GPU or with --static-step (docs/scheduler.md).",
+    )
+    part_pieces: int = Field(
+        PART_PIECES,
+        ge=0,
+        description="A sentence of more source pieces than this is translated in parts of at most this many, cut at "
+        "its semicolons, commas or spaces (core/sentences.py fit): the models drop content from long sentences "
+        "(docs/long-sentences.md). 0: only sentences longer than the model takes are cut, into parts as long as it "
+        "takes.",
     )
     max_queue: int = Field(
         1024,

@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from core.sentences import PART_PIECES
 from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 from training import back_translate, truecase
 from training.config import PRESETS, ConfigError, load_config
@@ -107,6 +108,7 @@ def _evaluate_bundle(args: argparse.Namespace) -> int:
         no_repeat_ngram=args.no_repeat_ngram,
         length_penalty=args.length_penalty,
         graphs=args.graphs,
+        part_pieces=args.part_pieces,
     )
     print(json.dumps(results, indent=2))
     if args.json:
@@ -273,6 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--graphs",
         default="auto",
         help="graph set: auto (the provider's), main, or a variant such as cuda (the GPU graphs, run here)",
+    )
+    p.add_argument(
+        "--part-pieces",
+        type=int,
+        default=PART_PIECES,
+        metavar="N",
+        help="translate a line of more source pieces in parts of at most N, as the server does (MT_PART_PIECES; "
+        "docs/long-sentences.md); 0: only lines longer than the model takes",
     )
     p.set_defaults(func=_evaluate_bundle)
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from core.sentences import PART_PIECES
 from training import checkpoint
 from training.data import read_pairs
 from training.decode import beam_search, greedy, strip_eos
@@ -75,15 +76,29 @@ def print_samples(name: str, sources: list[str], hyps: list[str], refs: list[str
 
 
 def translate_texts(
-    engine: Any, texts: list[str], options: Any, batch_size: int = 32, desc: str | None = None
+    engine: Any,
+    texts: list[str],
+    options: Any,
+    batch_size: int = 32,
+    desc: str | None = None,
+    part_pieces: int = 0,
 ) -> tuple[list[str], float]:
     """Best translations of ``texts`` through a service ``Engine`` in batches, and the seconds spent
-    translating (tokenize + search + detokenize; the progress bar's own time excluded)."""
+    translating (tokenize + search + detokenize; the progress bar's own time excluded). With ``part_pieces``, a text
+    of more source pieces is translated in parts of at most that many, as the server does (``core.sentences.fit``)."""
+    from core.sentences import fit, whole_text
+
     hyps: list[str] = []
     seconds = 0.0
     for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=desc is None):
         started = time.perf_counter()
-        hyps += [t.best.text for t in engine.translate(texts[start : start + batch_size], options)]
+        splits = [whole_text(t) for t in texts[start : start + batch_size]]
+        if part_pieces:
+            splits = [fit(s, lambda x: len(engine.tokenize(x)), part_pieces) for s in splits]
+        parts = engine.translate([p for s in splits for p in s.sentences], options)
+        for split in splits:
+            mine, parts = parts[: len(split.sentences)], parts[len(split.sentences) :]
+            hyps.append(split.join([t.best.text for t in mine]))
         seconds += time.perf_counter() - started
     return hyps, seconds
 
@@ -98,12 +113,15 @@ def evaluate_bundle(
     no_repeat_ngram: int | None = None,
     length_penalty: float | None = None,
     graphs: str = "auto",
+    part_pieces: int = PART_PIECES,
 ) -> dict[str, dict[str, float]]:
     """Score an exported bundle through the service's own engine, one result per test file.
 
     ``None`` for ``no_repeat_ngram`` or ``length_penalty`` means the server's default. ``graphs``: the graph
     set (``auto``, ``main``, or a variant such as ``cuda``, which the CPU provider runs too: what a GPU
-    server would answer, up to the GPU's own rounding)."""
+    server would answer, up to the GPU's own rounding). ``part_pieces``: a line of more source pieces is translated
+    in parts, as the server does (its default; 0: only lines longer than the model takes, as the server with
+    ``MT_PART_PIECES=0``)."""
     import sacrebleu
 
     from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
@@ -118,7 +136,14 @@ def evaluate_bundle(
     results: dict[str, dict[str, float]] = {}
     for test_file in test_files:
         pairs = read_pairs(test_file)
-        hyps, seconds = translate_texts(engine, [s for s, _ in pairs], options, batch_size, Path(test_file).name)
+        hyps, seconds = translate_texts(
+            engine,
+            [s for s, _ in pairs],
+            options,
+            batch_size,
+            Path(test_file).name,
+            part_pieces or engine.max_source_pieces,
+        )
         refs = [t for _, t in pairs]
         print_samples(Path(test_file).name, [s for s, _ in pairs], hyps, refs)
         if hypotheses_dir:

@@ -17,7 +17,7 @@ from core.casing import restored, shouting
 from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
-from core.sentences import Split, split_sentences, whole_text
+from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service, ServiceState
@@ -115,7 +115,9 @@ async def translate_texts(
         texts = [segment.text for document in documents for segment in document.segments]
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
     service.batcher.check_room(sum(1 for t in texts if t.strip()))
-    splits, ids = await asyncio.to_thread(_prepare, model, texts, body.split_sentences, settings.max_queue)
+    splits, ids = await asyncio.to_thread(
+        _prepare, model, texts, body.split_sentences, settings.max_queue, settings.part_pieces
+    )
     flat = [sentence for text_ids in ids for sentence in text_ids]
     fields.update(sentences=len(flat), input_tokens=sum(len(s) for s in flat))
     if body.return_attention:
@@ -325,21 +327,31 @@ def _check_attention(sentences: list[list[int]], max_source_pieces: int, limit: 
 
 
 def _prepare(
-    model: LoadedModel, texts: list[str], split: bool, max_sentences: int
+    model: LoadedModel, texts: list[str], split: bool, max_sentences: int, part_pieces: int
 ) -> tuple[list[Split], list[list[list[int]]]]:
-    """Sentences of every text and their source ids (pysbd, sentencepiece: off the event loop).
+    """Sentences of every text and their source ids (pysbd, sentencepiece: off the event loop). A sentence of more
+    than ``part_pieces`` pieces (0: more than the model takes) is translated in parts of at most that many
+    (``core.sentences.fit``), never cut off.
 
     Stops splitting as soon as the request has more sentences than the queue can ever hold.
     """
-    language = model.source_language
+    language, engine = model.source_language, model.engine
+    cap = min(part_pieces, engine.max_source_pieces) if part_pieces else engine.max_source_pieces
     splits: list[Split] = []
+    ids: list[list[list[int]]] = []
     count = 0
     for text in texts:
-        splits.append(split_sentences(text, language) if split else whole_text(text))
-        count += len(splits[-1].sentences)
+        found = split_sentences(text, language) if split else whole_text(text)
+        mine = [engine.tokenize(s) for s in found.sentences]
+        if any(len(i) > cap for i in mine):
+            found = fit(found, lambda s: len(engine.tokenize(s)), cap)
+            mine = [engine.tokenize(s) for s in found.sentences]
+        splits.append(found)
+        ids.append(mine)
+        count += len(found.sentences)
         if count > max_sentences:
             raise TooManySentences(count, max_sentences, at_least=True)
-    return splits, [[model.engine.tokenize(s) for s in sp.sentences] for sp in splits]
+    return splits, ids
 
 
 def _join(splits: list[Split], translations: list[Translation], wanted: Wanted) -> list[TextTranslation]:

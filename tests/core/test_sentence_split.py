@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from core.sentences import split_sentences, supported_language, whole_text
+from core.sentences import fit, split_sentences, supported_language, whole_text
 
 LAYOUTS = [
     "Hello world. How are you?  I'm fine!\n\nNew paragraph. Dr. Smith went to Washington D.C.",
@@ -88,3 +88,31 @@ def test_lines_kept_whole_without_pysbd_are_what_pysbd_keeps_whole(language: str
         assert split_sentences(line, language).sentences == expected, line
         fast += sentences._one_sentence(line.strip()) and language != "el"
     assert language == "el" or fast > 80, fast
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+@pytest.mark.parametrize("text", LAYOUTS)
+@pytest.mark.parametrize("limit", [1, 2, 3, 50])
+def test_fit_cuts_only_what_is_too_long_and_rebuilds_the_text_exactly(text: str, limit: int) -> None:
+    split = split_sentences(text)
+    fitted = fit(split, _words, limit)
+    assert fitted.join(fitted.sentences) == text
+    for sentence, (start, end) in zip(fitted.sentences, fitted.spans, strict=True):
+        assert text[start:end] == sentence and sentence == sentence.strip() and sentence
+        assert _words(sentence) <= limit
+    kept = [s for s in split.sentences if _words(s) <= limit]
+    assert all(s in fitted.sentences for s in kept)  # a sentence within the limit stays whole
+    if all(_words(s) <= limit for s in split.sentences):
+        assert fitted is split
+
+
+def test_fit_cuts_at_punctuation_in_the_middle_before_a_space_and_a_word_in_its_middle() -> None:
+    text = "one two three four five; six seven eight nine ten"
+    assert fit(whole_text(text), _words, 6).sentences == ["one two three four five;", "six seven eight nine ten"]
+    text = "one two, three four five six seven eight nine ten"  # the comma is not in the middle half: a space is
+    assert fit(whole_text(text), _words, 6).sentences == ["one two, three four five", "six seven eight nine ten"]
+    word = fit(whole_text("x" * 10), len, 3)
+    assert word.sentences == ["xx", "xxx", "xx", "xxx"] and word.separators == [""] * 5

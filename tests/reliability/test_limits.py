@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -70,16 +71,28 @@ def test_request_timeout_from_the_environment_gets_504_in_time(limited: ProcessS
     assert time.monotonic() - started < 1.0  # the batch takes 1 s: the answer did not wait for it
 
 
-def test_a_sentence_longer_than_the_model_accepts_is_cut_and_flagged(
-    real_server: ProcessServer, long_word: str
+def test_a_sentence_longer_than_the_model_accepts_is_translated_in_parts_not_cut_off(
+    real_server: ProcessServer, real_bundle: Path, long_word: str
 ) -> None:
-    """The bundle's max_source_pieces is the per-sentence limit: the rest is cut, and the answer says so
-    (``truncated: true`` on the text, and on the sentence with return_attention), as does the log."""
+    """A sentence of more pieces than MT_PART_PIECES (default 48) or the bundle's max_source_pieces is cut into parts
+    within them at its spaces (core.sentences.fit), each part translated as it would be alone, nothing flagged or
+    lost."""
     limit = real_server.client.get("/model").json()["manifest"]["max_source_pieces"]
-    r = real_server.client.post("/translate", json={"text": ["red blue", long_word]}, headers={"X-Request-ID": "cut-1"})
+    words = ["red", "blue", "gold", "navy", "pink", "teal"]
+    run_on = " ".join(words[i % len(words)] for i in range(3 * limit))  # one sentence, more pieces than the limit
+    body = {"text": ["red blue", run_on, long_word]}
+    r = real_server.client.post("/translate", json=body, headers={"X-Request-ID": "fit-1"})
     assert r.status_code == 200, r.text
-    short, cut = r.json()["translations"]
-    assert "truncated" not in short and cut["truncated"] is True
-    wait_until(lambda: '"cut-1"' in real_server.log(), what="the access log line")
-    line = next(json.loads(x) for x in real_server.log().splitlines() if '"request_id": "cut-1"' in x)
-    assert line["truncated_sentences"] == 1 and line["input_tokens"] > limit
+    short, parts, word = r.json()["translations"]
+    assert not any("truncated" in t for t in (short, parts, word))
+    wait_until(lambda: '"fit-1"' in real_server.log(), what="the access log line")
+    line = next(json.loads(x) for x in real_server.log().splitlines() if '"request_id": "fit-1"' in x)
+    assert "truncated_sentences" not in line and line["input_tokens"] >= 3 * limit + 5000
+    from core.sentences import PART_PIECES, fit, whole_text
+    from core.tokenizer import Tokenizer
+
+    tokenizer, most = Tokenizer(real_bundle), min(PART_PIECES, limit)
+    pieces = fit(whole_text(run_on), lambda s: len(tokenizer.encode_source(s)), most)
+    assert len(pieces.sentences) >= 3 and all(len(tokenizer.encode_source(s)) <= most for s in pieces.sentences)
+    alone = real_server.client.post("/translate", json={"text": pieces.sentences, "split_sentences": False}).json()
+    assert parts["text"] == pieces.join([t["text"] for t in alone["translations"]])

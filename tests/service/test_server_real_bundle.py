@@ -132,6 +132,24 @@ def test_a_sentence_in_capitals_is_read_folded_and_answered_in_capitals(real: Pr
     assert engine.tokenizer.encode_source("GOLD PINK") != engine.tokenizer.encode_source("Gold pink")
 
 
+def test_a_long_sentence_is_answered_in_parts_as_evaluate_bundle_scores_it(
+    real: ProcessServer, real_bundle: Path, tmp_path: Path
+) -> None:
+    """A sentence of more than MT_PART_PIECES pieces: the server translates it in parts, and `evaluate-bundle`
+    (another code path, training/evaluate.py) writes the same translation, so its BLEU is the server's."""
+    from training.evaluate import evaluate_bundle
+
+    words = ["red", "blue", "gold", "navy", "pink", "teal", "plum"]
+    line = " ".join(words[i % len(words)] for i in range(90))
+    (tmp_path / "long.tsv").write_text(f"{line}\tx\n", encoding="utf-8")
+    evaluate_bundle(real_bundle, [tmp_path / "long.tsv"], hypotheses_dir=tmp_path, threads=1)
+    served = translate(real, line)["translations"][0]
+    assert served["text"] == (tmp_path / "long.hyp").read_text(encoding="utf-8").rstrip("\n")
+    assert "truncated" not in served
+    whole = translate(real, line[: len(line) // 3])["translations"][0]["text"]  # 30 words: one part
+    assert served["text"] != whole and len(served["text"].split()) > len(whole.split())
+
+
 def test_attention_alignment_scores_and_alternatives(real: ProcessServer) -> None:
     body = translate(
         real,

@@ -94,9 +94,21 @@ def test_attention_per_text_and_per_sentence(shared_server: ThreadServer) -> Non
     assert first["score"] == -0.1
 
 
-def test_long_sentences_are_flagged_truncated(shared_server: ThreadServer) -> None:
-    r = shared_server.client.post("/translate", json={"text": " ".join(["w"] * 40)})  # fake max: 32
-    assert r.json()["translations"][0]["truncated"] is True
+def test_a_sentence_too_long_for_the_model_is_translated_in_parts(shared_server: ThreadServer) -> None:
+    words = [f"w{i}" for i in range(70)]  # the fake's max: 32 pieces, one a word
+    r = shared_server.client.post("/translate", json={"text": ", ".join(words[:10]) + " " + " ".join(words[10:])})
+    out = r.json()["translations"][0]
+    assert "truncated" not in out
+    # the fake reverses each part's words: the answer is runs of consecutive words, each reversed, in order
+    order = [int(w.strip(",")[1:]) for w in out["text"].split()]
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and runs[-1][-1] == i + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    assert [i for run in runs for i in reversed(run)] == list(range(70))  # every word, once, in order
+    assert len(runs) >= 3 and all(len(run) <= 32 for run in runs), runs
 
 
 def test_openapi_documents_the_contract(shared_server: ThreadServer) -> None:
