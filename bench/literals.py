@@ -22,16 +22,10 @@ from collections import Counter
 from pathlib import Path
 
 from bench.loadtools import ROOT, report_dir, write_report
+from core.protect import KINDS as PROTECTED
 
-KINDS = {
-    "url": r"https?://[^\s\"'<>()»«]+[^\s\"'<>().,;:!?»«]",
-    "email": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
-    "path": r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)+",
-    "file": r"\b[\w-]+\.(?:txt|conf|cfg|ini|yaml|yml|json|xml|html?|png|jpe?g|svg|gif|pdf|odt|ods|csv|log|py|sh|c|h"
-    r"|deb|tar|gz|zip|desktop|po|mo)\b",
-    "option": r"(?<![\w-])--?[a-zA-Z][\w-]*",
-    "number": r"\b\d+(?:[.:]\d+)*\b",
-}
+KINDS = {**PROTECTED, "number": r"\b\d+(?:[.:]\d+)*\b"}
+"""The literals the server reads as placeholders (core/protect.py), and numbers, which it does not."""
 LITERAL = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()))
 
 
@@ -56,11 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--protect",
+        action="store_true",
+        help="also translate each bundle as the server does since session 31: the literals of core/protect.py read "
+        "as placeholders and put back (one more row a bundle)",
+    )
     parser.add_argument("--out", default=str(report_dir("literals") / "report"))
     args = parser.parse_args(argv)
 
     import sacrebleu
 
+    from core.protect import Protected, protect, put_back
     from core.translation import DecodeOptions
     from inference.engine import Engine
     from service.settings import Settings
@@ -81,14 +82,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = []
     outputs: dict[str, list[str]] = {}
-    for bundle in args.bundles:
+    runs = [(bundle, False) for bundle in args.bundles]
+    if args.protect:
+        runs = [(bundle, protected) for bundle in args.bundles for protected in (False, True)]
+    for bundle, protected in runs:
         engine = Engine.load(bundle, provider="cpu", threads=args.threads)
         label = f"{engine.manifest['name']} {engine.manifest['version']} ({bundle})"
+        if protected:
+            label += ", literals protected"
         started = time.perf_counter()
         hyps: list[str] = []
         sources = [item["source"] for item in items]
         for lo in range(0, len(sources), args.batch):
-            hyps += [t.best.text for t in engine.translate(sources[lo : lo + args.batch], options)]
+            read = [protect(s) if protected else Protected(s) for s in sources[lo : lo + args.batch]]
+            done = engine.translate([r.text for r in read], options)
+            hyps += [put_back(t.best.text, r) for t, r in zip(done, read, strict=True)]
         kept, total = Counter(), Counter()
         for item, hyp in zip(items, hyps, strict=True):
             for kind, text in item["literals"]:

@@ -84,8 +84,10 @@ def translate_texts(
     part_pieces: int = 0,
 ) -> tuple[list[str], float]:
     """Best translations of ``texts`` through a service ``Engine`` in batches, and the seconds spent
-    translating (tokenize + search + detokenize; the progress bar's own time excluded). With ``part_pieces``, a text
-    of more source pieces is translated in parts of at most that many, as the server does (``core.sentences.fit``)."""
+    translating (tokenize + search + detokenize; the progress bar's own time excluded). As the server does, literals
+    are read as placeholders (``core.protect``) and, with ``part_pieces``, a text of more source pieces is translated
+    in parts of at most that many (``core.sentences.fit``)."""
+    from core.protect import protect, put_back
     from core.sentences import fit, whole_text
 
     hyps: list[str] = []
@@ -95,10 +97,12 @@ def translate_texts(
         splits = [whole_text(t) for t in texts[start : start + batch_size]]
         if part_pieces:
             splits = [fit(s, lambda x: len(engine.tokenize(x)), part_pieces) for s in splits]
-        parts = engine.translate([p for s in splits for p in s.sentences], options)
+        read = [protect(p) for s in splits for p in s.sentences]  # literals as placeholders, as the server reads them
+        done = engine.translate([r.text for r in read], options)
+        parts = [put_back(t.best.text, r) for t, r in zip(done, read, strict=True)]
         for split in splits:
             mine, parts = parts[: len(split.sentences)], parts[len(split.sentences) :]
-            hyps.append(split.join([t.best.text for t in mine]))
+            hyps.append(split.join(mine))
         seconds += time.perf_counter() - started
     return hyps, seconds
 

@@ -17,6 +17,7 @@ from core.casing import restored, shouting
 from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
+from core.protect import protect, with_literals
 from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
@@ -342,10 +343,10 @@ def _prepare(
     count = 0
     for text in texts:
         found = split_sentences(text, language) if split else whole_text(text)
-        mine = [engine.tokenize(s) for s in found.sentences]
+        mine = [engine.tokenize(protect(s).text) for s in found.sentences]
         if any(len(i) > cap for i in mine):
             found = fit(found, lambda s: len(engine.tokenize(s)), cap)
-            mine = [engine.tokenize(s) for s in found.sentences]
+            mine = [engine.tokenize(protect(s).text) for s in found.sentences]
         splits.append(found)
         ids.append(mine)
         count += len(found.sentences)
@@ -355,13 +356,15 @@ def _prepare(
 
 
 def _join(splits: list[Split], translations: list[Translation], wanted: Wanted) -> list[TextTranslation]:
-    """Each text's translation; a sentence in capitals, which the model read folded (``Engine.tokenize``), back in
-    capitals."""
+    """Each text's translation: a sentence in capitals, which the model read folded (``Engine.tokenize``), back in
+    capitals, then the literals the model read as placeholders (``core.protect``) put back."""
     out, start = [], 0
     for split in splits:
         n = len(split.sentences)
-        mine = translations[start : start + n]
-        mine = [restored(t) if shouting(s) else t for s, t in zip(split.sentences, mine, strict=True)]
+        mine = []
+        for sentence, translation in zip(split.sentences, translations[start : start + n], strict=True):
+            read = protect(sentence)
+            mine.append(with_literals(restored(translation) if shouting(read.text) else translation, read))
         out.append(text_translation(split, mine, wanted))
         start += n
     return out

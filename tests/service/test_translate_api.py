@@ -94,6 +94,17 @@ def test_attention_per_text_and_per_sentence(shared_server: ThreadServer) -> Non
     assert first["score"] == -0.1
 
 
+def test_literals_are_read_as_placeholders_and_put_back(tmp_path: Path) -> None:
+    """The engine is given a placeholder where the path was (the fake reverses the words it is given), and the path
+    comes back whole where the placeholder went; in a sentence in capitals too, the path untouched."""
+    loader = FakeLoader()
+    with thread_server(settings_for(write_fake_bundle(tmp_path / "b")), loader) as s:
+        r = s.client.post("/translate", json={"text": ["open /etc/fstab now", "SEE /ETC/A -V"]})
+        read = [loader.last.words(ids) for batch in loader.last.batches for ids in batch]
+    assert sorted(read) == [["SEE", "{1}", "{2}"], ["open", "{1}", "now"]]
+    assert [t["text"] for t in r.json()["translations"]] == ["now /etc/fstab open", "-V /ETC/A SEE"]
+
+
 def test_a_sentence_too_long_for_the_model_is_translated_in_parts(shared_server: ThreadServer) -> None:
     words = [f"w{i}" for i in range(70)]  # the fake's max: 32 pieces, one a word
     r = shared_server.client.post("/translate", json={"text": ", ".join(words[:10]) + " " + " ".join(words[10:])})

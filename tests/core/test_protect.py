@@ -1,0 +1,64 @@
+"""Literals read as placeholders and put back: which ones, how they are numbered, what happens when the model loses
+or repeats one."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.protect import Protected, protect, put_back, with_literals
+from core.translation import Hypothesis, Translation
+
+
+@pytest.mark.parametrize(
+    ("sentence", "literal"),
+    [
+        ("See https://example.org/docs?a=1 for more.", "https://example.org/docs?a=1"),
+        ("Write to ada@example.org today.", "ada@example.org"),
+        ("Edit /etc/dconf/db/local.d/00-screensaver now.", "/etc/dconf/db/local.d/00-screensaver"),
+        ("Open config.yaml and save.", "config.yaml"),
+        ("Run it with --no-cache or -v.", "--no-cache"),
+    ],
+)
+def test_each_kind_of_literal_becomes_a_placeholder(sentence: str, literal: str) -> None:
+    read = protect(sentence)
+    assert literal not in read.text and "{1}" in read.text
+    assert read.literals[0] == ("{1}", literal)
+    assert put_back(read.text, read) == sentence  # a translation that copies the placeholders gets the literals
+
+
+@pytest.mark.parametrize("sentence", ["Version 2.5 costs 30 euros.", "and/or km/h I/O", "a - b", "e.g. this"])
+def test_text_without_literals_is_read_as_it_is(sentence: str) -> None:
+    assert protect(sentence) == Protected(sentence)
+
+
+def test_placeholders_are_numbered_above_those_already_in_the_text_and_only_ours_go_back() -> None:
+    read = protect("Click {1} or {2} to open /tmp/a/b")  # {1} {2}: the markup route's own
+    assert read.literals == (("{3}", "/tmp/a/b"),)
+    assert (
+        put_back("Klicken Sie {1} oder {2}, um {3} zu öffnen", read)
+        == "Klicken Sie {1} oder {2}, um /tmp/a/b zu öffnen"
+    )
+
+
+def test_a_lost_placeholder_gets_its_literal_at_the_end_and_a_repeated_one_is_dropped() -> None:
+    read = protect("Copy /etc/a/b to /etc/c/d with -r")
+    assert [p for p, _ in read.literals] == ["{1}", "{2}", "{3}"]
+    assert put_back("Kopieren Sie {2} {2} nach {1}", read) == "Kopieren Sie /etc/c/d nach /etc/a/b -r"
+    assert put_back("", read) == "/etc/a/b /etc/c/d -r"
+
+
+def test_a_literal_holding_a_placeholder_is_not_read_again() -> None:
+    read = protect("Go to https://x.org/{3}/y please")
+    assert read.literals == (("{4}", "https://x.org/{3}/y"),)
+    assert put_back("Gehe zu {4} bitte {3}", read) == "Gehe zu https://x.org/{3}/y bitte {3}"
+
+
+def test_with_literals_fills_every_hypothesis_and_keeps_the_pieces() -> None:
+    read = protect("Open /a/b/c now")
+    hypotheses = [
+        Hypothesis(text="Öffnen Sie {1} jetzt", pieces=["▁{", "1", "}"], token_ids=[1], score=-1, token_logprobs=[]),
+        Hypothesis(text="Jetzt {1} öffnen", pieces=["▁J"], token_ids=[2], score=-2, token_logprobs=[]),
+    ]
+    out = with_literals(Translation(source_pieces=[], hypotheses=hypotheses), read)
+    assert [h.text for h in out.hypotheses] == ["Öffnen Sie /a/b/c jetzt", "Jetzt /a/b/c öffnen"]
+    assert out.hypotheses[0].pieces == ["▁{", "1", "}"]
