@@ -38,6 +38,7 @@ COMMANDS = {
     "samples": "bench.samples",
     "casing": "bench.casing",
     "long-sentences": "bench.long_sentences",
+    "wrapped": "bench.wrapped",
     # training experiments
     "learning-curve": "bench.learning_curve",
     "sweep": "bench.sweep",

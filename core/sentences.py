@@ -3,7 +3,10 @@
 Every character of the input is either inside a sentence or in a separator, so
 ``separators[0] + s[0] + separators[1] + ... + s[-1] + separators[-1] == text``: translating the
 sentences and joining them with the same separators keeps spaces, line and paragraph breaks where
-the client had them. A line break always ends a sentence (lists, headings, addresses are not prose).
+the client had them. A line break ends a sentence (lists, headings, addresses are not prose), except in
+hard-wrapped prose (``_wrapped``): a line of at least ``WRAPPED_LINE`` characters that ends inside a sentence,
+followed by one that starts with a lower-case letter, goes on there. The sentence then holds that line break, and
+its translation comes back on one line.
 """
 
 from __future__ import annotations
@@ -54,12 +57,47 @@ def supported_language(language: str) -> str:
     return code if code in pysbd.languages.LANGUAGE_CODES else "en"
 
 
+WRAPPED_LINE = 40
+"""The shortest line that hard-wrapped prose is taken to have (docs/service.md, "Hard-wrapped text")."""
+_NOUN_CAPITALS = {"de"}
+"""Languages (pysbd's codes) whose nouns start with a capital anywhere in a sentence."""
+_GOES_ON = re.compile(r"[\w,\-–—(/]$")
+"""How a line that a sentence goes on past ends: a word, a comma, a dash, an opening bracket, a slash."""
+
+
+def _lines(text: str, language: str) -> list[tuple[int, str]]:
+    """(offset, text) of each line, or of each run of hard-wrapped lines with their line breaks as spaces (the same
+    length, so offsets into it are offsets into ``text``)."""
+    out: list[tuple[int, str]] = []
+    last: tuple[int, str] | None = None  # the previous line
+    for match in _LINES.finditer(text):
+        offset, words = match.start(), match.group()
+        if last is not None and _wrapped(last[1], text[last[0] + len(last[1]) : offset], words, language):
+            start, run = out[-1]
+            out[-1] = (start, run + " " * (offset - start - len(run)) + words)
+        else:
+            out.append((offset, words))
+        last = (offset, words)
+    return out
+
+
+def _wrapped(line: str, between: str, following: str, language: str) -> bool:
+    """Whether the sentence at the end of ``line`` goes on in ``following``, one line break (``between``) later: the
+    next line starts with a lower-case letter (any letter in German, whose nouns have capitals)."""
+    tail, head = line.strip(), following.lstrip()
+    return (
+        between in ("\n", "\r\n", "\r")
+        and len(tail) >= WRAPPED_LINE
+        and bool(_GOES_ON.search(tail))
+        and (head[:1].islower() or (language in _NOUN_CAPITALS and head[:1].isalpha()))
+    )
+
+
 def split_sentences(text: str, language: str = "en") -> Split:
     """Sentences of ``text`` (without surrounding whitespace) and the exact text between them."""
     language = supported_language(language)
     spans: list[tuple[int, int]] = []
-    for line in _LINES.finditer(text):
-        offset, words = line.start(), line.group()
+    for offset, words in _lines(text, language):
         core = words.strip()
         if not core:
             continue

@@ -16,6 +16,8 @@ LAYOUTS = [
     "Ends without a full stop. Like this",
     "\tTabbed. Text.\t",
     "x" * 2500 + ". Short one. " + "y" * 10,
+    "A sentence wrapped the way e-mail and man pages are, going on\r\nafter the line break, and again on the next\n"
+    "line. Then a new one.\n\nNext paragraph.",
 ]
 
 
@@ -33,6 +35,40 @@ def test_splits_at_sentence_ends_and_line_breaks_not_abbreviations() -> None:
     split = split_sentences("Dr. Smith arrived. He was late.\nNext line")
     assert split.sentences == ["Dr. Smith arrived.", "He was late.", "Next line"]
     assert split.separators == ["", " ", "\n", ""]
+
+
+def test_hard_wrapped_prose_is_read_across_its_line_breaks() -> None:
+    text = (
+        "The quick brown fox jumps over the lazy dog and then it\n"
+        "runs away into the forest, where nobody can find it. Then\n"
+        "It rains.\n"
+        "Options\n"
+        "install   install the package and everything that it needs\n"
+        "now\n"
+        "\n"
+        "A long heading line that has no punctuation at the end\n"
+        "but goes on here.\n"
+        "A line of forty characters or more ends.\n"
+        "next line starts in lower case."
+    )
+    split = split_sentences(text)
+    assert split.sentences == [
+        "The quick brown fox jumps over the lazy dog and then it\nruns away into the forest, where nobody can find it.",
+        "Then",  # the next line starts with a capital: a line break ends it
+        "It rains.",
+        "Options",  # too short to be wrapped prose
+        "install   install the package and everything that it needs\nnow",
+        "A long heading line that has no punctuation at the end\nbut goes on here.",  # a blank line before: its own
+        "A line of forty characters or more ends.",  # a full stop ends it
+        "next line starts in lower case.",
+    ]
+    assert split.join(split.sentences) == text
+
+
+def test_german_prose_goes_on_at_a_capital_too() -> None:
+    text = "Die Datei wurde nicht gefunden, weil der angegebene Pfad nicht\nExistiert oder die Rechte fehlen."
+    assert split_sentences(text, "de").sentences == [text]  # nouns have capitals: any letter goes on
+    assert split_sentences(text, "en").sentences == text.split("\n")
 
 
 def test_join_puts_translations_between_the_original_separators() -> None:
