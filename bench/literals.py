@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         hyps: list[str] = []
         sources = [item["source"] for item in items]
         for lo in range(0, len(sources), args.batch):
-            read = [protect(s) if protected else Protected(s) for s in sources[lo : lo + args.batch]]
+            read = [
+                protect(s, engine.unknown_spans) if protected else Protected(s) for s in sources[lo : lo + args.batch]
+            ]
             done = engine.translate([r.text for r in read], options)
             hyps += [put_back(t.best.text, r) for t, r in zip(done, read, strict=True)]
         kept, total = Counter(), Counter()

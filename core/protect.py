@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.translation import Translation
@@ -43,19 +44,26 @@ class Protected:
     """(placeholder, literal), in the order of the sentence"""
 
 
-def protect(sentence: str) -> Protected:
-    """``sentence`` with each literal as a placeholder ``{n}`` (unchanged when it holds none)."""
-    if not LITERAL.search(sentence):
+def protect(sentence: str, unknown: Callable[[str], list[tuple[int, int]]] | None = None) -> Protected:
+    """``sentence`` with each literal as a placeholder ``{n}`` (unchanged when it holds none). ``unknown``: the spans
+    of characters the model's vocabulary lacks (``Tokenizer.unknown_spans``: an emoji, a rare symbol, another
+    script), which are kept the same way instead of being read as unk and written as " ⁇ "."""
+    spans = [m.span() for m in LITERAL.finditer(sentence)]
+    if unknown is not None:
+        spans += [s for s in unknown(sentence) if not any(a <= s[0] and s[1] <= b for a, b in spans)]
+    if not spans:
         return Protected(sentence)
     first = max((int(n) for n in _NUMBERED.findall(sentence)), default=0) + 1
     literals: list[tuple[str, str]] = []
-
-    def hold(match: re.Match[str]) -> str:
+    parts, at = [], 0
+    for start, end in sorted(spans):
+        if start < at:  # overlapping: the earlier one holds it
+            continue
         placeholder = "{" + str(first + len(literals)) + "}"
-        literals.append((placeholder, match.group(0)))
-        return placeholder
-
-    return Protected(LITERAL.sub(hold, sentence), tuple(literals))
+        literals.append((placeholder, sentence[start:end]))
+        parts += [sentence[at:start], placeholder]
+        at = end
+    return Protected("".join([*parts, sentence[at:]]), tuple(literals))
 
 
 def put_back(text: str, protected: Protected) -> str:

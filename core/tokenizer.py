@@ -48,6 +48,7 @@ class Tokenizer:
         self.source_spm = self._load_spm(directory / self.source_spm_file)
         self.target_spm = self._load_spm(directory / self.target_spm_file)
         self._special_ids = {self.specials.pad_id, self.specials.bos_id, self.specials.eos_id}
+        self._unknown_chars: dict[str, bool] = {}
 
     @staticmethod
     def _load_spm(path: Path) -> spm.SentencePieceProcessor:
@@ -75,6 +76,25 @@ class Tokenizer:
     def target_pieces(self, text: str) -> list[str]:
         text = self.normalize(text)
         return list(self.target_spm.encode(text, out_type=str)) if text else []
+
+    def unknown_spans(self, text: str) -> list[tuple[int, int]]:
+        """[start, end) of each run of characters (white space excluded) that the source vocabulary lacks: the model
+        would read each as the unk id and could only write " ⁇ " for it (core/protect.py keeps them instead)."""
+        spans: list[tuple[int, int]] = []
+        for i, c in enumerate(text):
+            if c.isspace() or not self._unknown(c):
+                continue
+            if spans and spans[-1][1] == i:
+                spans[-1] = (spans[-1][0], i + 1)
+            else:
+                spans.append((i, i + 1))
+        return spans
+
+    def _unknown(self, char: str) -> bool:
+        found = self._unknown_chars.get(char)
+        if found is None:
+            found = self._unknown_chars[char] = self.specials.unk_id in self.encode_source(char)
+        return found
 
     def to_ids(self, pieces: list[str]) -> list[int]:
         """Pieces outside the id table become unk (e.g. characters never seen in training)."""

@@ -544,6 +544,11 @@ class Engine:
         characters become the unk id."""
         return self.tokenizer.encode_source(self.casing.fold(text))
 
+    def unknown_spans(self, text: str) -> list[tuple[int, int]]:
+        """Runs of characters the source vocabulary lacks (``Tokenizer.unknown_spans``), which the server keeps as
+        literals (core/protect.py)."""
+        return self.tokenizer.unknown_spans(text)
+
     def running_set(self) -> RunningSet:
         """An empty running set on this engine, for a scheduler to drive."""
         return RunningSet(self)

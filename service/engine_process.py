@@ -80,6 +80,9 @@ class BundleFront:
         """As ``Engine.tokenize``: a sentence in capitals folded (core/casing.py)."""
         return self.tokenizer.encode_source(self.casing.fold(text))
 
+    def unknown_spans(self, text: str) -> list[tuple[int, int]]:
+        return self.tokenizer.unknown_spans(text)
+
 
 def bundle_front(bundle: Path, *, provider: str, threads: int) -> BundleFront:
     return BundleFront(bundle)
@@ -99,6 +102,9 @@ class RemoteEngine:
 
     def tokenize(self, text: str) -> list[int]:
         return list(self.front.tokenize(text))
+
+    def unknown_spans(self, text: str) -> list[tuple[int, int]]:
+        return list(self.front.unknown_spans(text))
 
     def warmup(self) -> None:
         """Done: the engine process warms a model up before it answers ``loaded``."""

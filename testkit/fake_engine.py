@@ -103,6 +103,10 @@ class FakeEngine:
         process's, service/engine_process.py)."""
         return [int.from_bytes(b"\x01" + word.encode("utf-8"), "big") for word in text.split()]
 
+    def unknown_spans(self, text: str) -> list[tuple[int, int]]:
+        """Characters outside the basic multilingual plane (emoji): the fake's vocabulary lacks them."""
+        return [(i, i + 1) for i, c in enumerate(text) if ord(c) > 0xFFFF]
+
     def words(self, ids: list[int]) -> list[str]:
         return [i.to_bytes((i.bit_length() + 7) // 8, "big")[1:].decode("utf-8") for i in ids]
 

@@ -97,7 +97,9 @@ def translate_texts(
         splits = [whole_text(t) for t in texts[start : start + batch_size]]
         if part_pieces:
             splits = [fit(s, lambda x: len(engine.tokenize(x)), part_pieces) for s in splits]
-        read = [protect(p) for s in splits for p in s.sentences]  # literals as placeholders, as the server reads them
+        read = [
+            protect(p, engine.unknown_spans) for s in splits for p in s.sentences
+        ]  # literals as placeholders, as the server reads them
         done = engine.translate([r.text for r in read], options)
         parts = [put_back(t.best.text, r) for t, r in zip(done, read, strict=True)]
         for split in splits:

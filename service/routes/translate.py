@@ -24,7 +24,7 @@ from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service, ServiceState
 from service.detection import Detection
 from service.errors import ApiError
-from service.loader import LoadedModel, model_ref
+from service.loader import Engine, LoadedModel, model_ref
 from service.results import Wanted, text_translation
 from service.schemas import (
     DetectedLanguage,
@@ -133,7 +133,7 @@ async def translate_texts(
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention or links, n_best=body.n_best)
-    outputs = await asyncio.to_thread(_join, splits, translations, wanted)
+    outputs = await asyncio.to_thread(_join, model.engine, splits, translations, wanted)
     if documents is not None:
         outputs = await asyncio.to_thread(_render_html, documents, outputs, body.return_scores)
     fields["output_tokens"] = sum(len(t.best.token_ids) for t in translations if t.hypotheses)
@@ -343,10 +343,10 @@ def _prepare(
     count = 0
     for text in texts:
         found = split_sentences(text, language) if split else whole_text(text)
-        mine = [engine.tokenize(protect(s).text) for s in found.sentences]
+        mine = [engine.tokenize(protect(s, engine.unknown_spans).text) for s in found.sentences]
         if any(len(i) > cap for i in mine):
             found = fit(found, lambda s: len(engine.tokenize(s)), cap)
-            mine = [engine.tokenize(protect(s).text) for s in found.sentences]
+            mine = [engine.tokenize(protect(s, engine.unknown_spans).text) for s in found.sentences]
         splits.append(found)
         ids.append(mine)
         count += len(found.sentences)
@@ -355,7 +355,9 @@ def _prepare(
     return splits, ids
 
 
-def _join(splits: list[Split], translations: list[Translation], wanted: Wanted) -> list[TextTranslation]:
+def _join(
+    engine: Engine, splits: list[Split], translations: list[Translation], wanted: Wanted
+) -> list[TextTranslation]:
     """Each text's translation: a sentence in capitals, which the model read folded (``Engine.tokenize``), back in
     capitals, then the literals the model read as placeholders (``core.protect``) put back."""
     out, start = [], 0
@@ -363,7 +365,7 @@ def _join(splits: list[Split], translations: list[Translation], wanted: Wanted) 
         n = len(split.sentences)
         mine = []
         for sentence, translation in zip(split.sentences, translations[start : start + n], strict=True):
-            read = protect(sentence)
+            read = protect(sentence, engine.unknown_spans)
             mine.append(with_literals(restored(translation) if shouting(read.text) else translation, read))
         out.append(text_translation(split, mine, wanted))
         start += n

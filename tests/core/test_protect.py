@@ -3,6 +3,8 @@ or repeats one."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from core.protect import Protected, protect, put_back, with_literals
@@ -62,3 +64,29 @@ def test_with_literals_fills_every_hypothesis_and_keeps_the_pieces() -> None:
     out = with_literals(Translation(source_pieces=[], hypotheses=hypotheses), read)
     assert [h.text for h in out.hypotheses] == ["Öffnen Sie /a/b/c jetzt", "Jetzt /a/b/c öffnen"]
     assert out.hypotheses[0].pieces == ["▁{", "1", "}"]
+
+
+def test_characters_the_vocabulary_lacks_are_kept_as_literals_too() -> None:
+    def unknown(text: str) -> list[tuple[int, int]]:  # runs, as Tokenizer.unknown_spans gives them
+        return [m.span() for m in re.finditer("[😀東京]+", text)]
+
+    read = protect("I love 😀 and 東京 in /a/東/b", unknown)
+    assert read.text == "I love {1} and {2} in {3}"  # a run is one literal; inside a path, the path holds it
+    assert read.literals == (("{1}", "😀"), ("{2}", "東京"), ("{3}", "/a/東/b"))
+    assert put_back("Ich liebe {1} und {2} in {3}", read) == "Ich liebe 😀 und 東京 in /a/東/b"
+
+
+def test_the_shipped_vocabulary_says_which_characters_it_lacks() -> None:
+    from pathlib import Path
+
+    from core.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(Path(__file__).resolve().parents[2] / "models" / "en-de")
+    text = "I love this 😀😀 so much, 東京 ∶ Größe"
+    spans = tokenizer.unknown_spans(text)
+    assert [text[a:b] for a, b in spans] == ["😀😀", "東京", "∶"]
+    unk = tokenizer.specials.unk_id
+    assert all(unk in tokenizer.encode_source(text[a:b]) for a, b in spans)
+    assert unk not in tokenizer.encode_source(
+        "".join(c for i, c in enumerate(text) if not any(a <= i < b for a, b in spans))
+    )

@@ -99,10 +99,11 @@ def test_literals_are_read_as_placeholders_and_put_back(tmp_path: Path) -> None:
     comes back whole where the placeholder went; in a sentence in capitals too, the path untouched."""
     loader = FakeLoader()
     with thread_server(settings_for(write_fake_bundle(tmp_path / "b")), loader) as s:
-        r = s.client.post("/translate", json={"text": ["open /etc/fstab now", "SEE /ETC/A -V"]})
+        texts = ["open /etc/fstab now", "SEE /ETC/A -V", "I like 😀 a lot"]  # the fake lacks the emoji
+        r = s.client.post("/translate", json={"text": texts})
         read = [loader.last.words(ids) for batch in loader.last.batches for ids in batch]
-    assert sorted(read) == [["SEE", "{1}", "{2}"], ["open", "{1}", "now"]]
-    assert [t["text"] for t in r.json()["translations"]] == ["now /etc/fstab open", "-V /ETC/A SEE"]
+    assert sorted(read) == [["I", "like", "{1}", "a", "lot"], ["SEE", "{1}", "{2}"], ["open", "{1}", "now"]]
+    assert [t["text"] for t in r.json()["translations"]] == ["now /etc/fstab open", "-V /ETC/A SEE", "lot a 😀 like I"]
 
 
 def test_a_sentence_too_long_for_the_model_is_translated_in_parts(shared_server: ThreadServer) -> None:
