@@ -84,10 +84,10 @@ def translate_texts(
     part_pieces: int = 0,
 ) -> tuple[list[str], float]:
     """Best translations of ``texts`` through a service ``Engine`` in batches, and the seconds spent
-    translating (tokenize + search + detokenize; the progress bar's own time excluded). As the server does, literals
-    are read as placeholders (``core.protect``) and, with ``part_pieces``, a text of more source pieces is translated
-    in parts of at most that many (``core.sentences.fit``)."""
-    from core.protect import protect, put_back
+    translating (tokenize + search + detokenize; the progress bar's own time excluded). Each text is read and answered
+    as the server does (``core.reading``) and, with ``part_pieces``, one of more source pieces is translated in parts
+    of at most that many (``core.sentences.fit``)."""
+    from core.reading import answer, read
     from core.sentences import fit, whole_text
 
     hyps: list[str] = []
@@ -97,11 +97,9 @@ def translate_texts(
         splits = [whole_text(t) for t in texts[start : start + batch_size]]
         if part_pieces:
             splits = [fit(s, lambda x: len(engine.tokenize(x)), part_pieces) for s in splits]
-        read = [
-            protect(p, engine.unknown_spans) for s in splits for p in s.sentences
-        ]  # literals as placeholders, as the server reads them
-        done = engine.translate([r.text for r in read], options)
-        parts = [put_back(t.best.text, r) for t, r in zip(done, read, strict=True)]
+        sentences = [p for s in splits for p in s.sentences]
+        done = engine.translate_ids([read(engine, p) for p in sentences], options)
+        parts = [answer(engine, p, t).best.text for p, t in zip(sentences, done, strict=True)]
         for split in splits:
             mine, parts = parts[: len(split.sentences)], parts[len(split.sentences) :]
             hyps.append(split.join(mine))

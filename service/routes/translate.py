@@ -13,11 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from core.casing import restored, shouting
 from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
-from core.protect import protect, with_literals
+from core.reading import answer, read
 from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
@@ -343,10 +342,10 @@ def _prepare(
     count = 0
     for text in texts:
         found = split_sentences(text, language) if split else whole_text(text)
-        mine = [engine.tokenize(protect(s, engine.unknown_spans).text) for s in found.sentences]
+        mine = [read(engine, s) for s in found.sentences]
         if any(len(i) > cap for i in mine):
             found = fit(found, lambda s: len(engine.tokenize(s)), cap)
-            mine = [engine.tokenize(protect(s, engine.unknown_spans).text) for s in found.sentences]
+            mine = [read(engine, s) for s in found.sentences]
         splits.append(found)
         ids.append(mine)
         count += len(found.sentences)
@@ -358,15 +357,11 @@ def _prepare(
 def _join(
     engine: Engine, splits: list[Split], translations: list[Translation], wanted: Wanted
 ) -> list[TextTranslation]:
-    """Each text's translation: a sentence in capitals, which the model read folded (``Engine.tokenize``), back in
-    capitals, then the literals the model read as placeholders (``core.protect``) put back."""
+    """Each text's translation, its sentences answered as they were read (``core.reading``)."""
     out, start = [], 0
     for split in splits:
         n = len(split.sentences)
-        mine = []
-        for sentence, translation in zip(split.sentences, translations[start : start + n], strict=True):
-            read = protect(sentence, engine.unknown_spans)
-            mine.append(with_literals(restored(translation) if shouting(read.text) else translation, read))
+        mine = [answer(engine, s, t) for s, t in zip(split.sentences, translations[start : start + n], strict=True)]
         out.append(text_translation(split, mine, wanted))
         start += n
     return out

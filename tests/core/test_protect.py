@@ -90,3 +90,23 @@ def test_the_shipped_vocabulary_says_which_characters_it_lacks() -> None:
     assert unk not in tokenizer.encode_source(
         "".join(c for i, c in enumerate(text) if not any(a <= i < b for a, b in spans))
     )
+
+
+def test_reading_protects_before_the_engine_reads_and_answers_in_the_reverse_order() -> None:
+    from core.reading import answer, read
+
+    class Words:
+        seen: list[str] = []
+
+        def tokenize(self, text: str) -> list[int]:
+            self.seen.append(text)
+            return list(range(len(text.split())))
+
+        def unknown_spans(self, text: str) -> list[tuple[int, int]]:
+            return []
+
+    engine = Words()
+    assert read(engine, "SEE /etc/a/b NOW") == [0, 1, 2] and engine.seen == ["SEE {1} NOW"]
+    hypothesis = Hypothesis(text="siehe {1} jetzt", pieces=[], token_ids=[], score=0, token_logprobs=[])
+    out = answer(engine, "SEE /etc/a/b NOW", Translation(source_pieces=[], hypotheses=[hypothesis]))
+    assert out.best.text == "SIEHE /etc/a/b JETZT"  # capitals restored first, the literal then put back as it was
