@@ -109,6 +109,7 @@ def _evaluate_bundle(args: argparse.Namespace) -> int:
         length_penalty=args.length_penalty,
         graphs=args.graphs,
         part_pieces=args.part_pieces,
+        split_sentences=args.split_sentences,
     )
     print(json.dumps(results, indent=2))
     if args.json:
@@ -283,6 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="translate a line of more source pieces in parts of at most N, as the server does (MT_PART_PIECES; "
         "docs/long-sentences.md); 0: only lines longer than the model takes",
+    )
+    p.add_argument(
+        "--split-sentences",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cut each line into sentences as the server does by default; --no-split-sentences sends each line whole "
+        "(the server's split_sentences: false, and evaluate-bundle before session 31)",
     )
     p.set_defaults(func=_evaluate_bundle)
 

@@ -82,27 +82,32 @@ def translate_texts(
     batch_size: int = 32,
     desc: str | None = None,
     part_pieces: int = 0,
+    split: bool = False,
 ) -> tuple[list[str], float]:
     """Best translations of ``texts`` through a service ``Engine`` in batches, and the seconds spent
     translating (tokenize + search + detokenize; the progress bar's own time excluded). Each text is read and answered
-    as the server does (``core.reading``) and, with ``part_pieces``, one of more source pieces is translated in parts
-    of at most that many (``core.sentences.fit``)."""
+    as the server does (``core.reading``); with ``split``, cut into sentences as the server does by default
+    (``core.sentences.split_sentences``, in the model's source language); with ``part_pieces``, a sentence of more
+    source pieces is translated in parts of at most that many (``core.sentences.fit``)."""
     from core.reading import answer, read
-    from core.sentences import fit, whole_text
+    from core.sentences import fit, split_sentences, whole_text
+
+    language = engine.manifest["source_language"]
 
     hyps: list[str] = []
     seconds = 0.0
     for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=desc is None):
         started = time.perf_counter()
-        splits = [whole_text(t) for t in texts[start : start + batch_size]]
+        batch = texts[start : start + batch_size]
+        splits = [split_sentences(t, language) if split else whole_text(t) for t in batch]
         if part_pieces:
             splits = [fit(s, lambda x: len(engine.tokenize(x)), part_pieces) for s in splits]
         sentences = [p for s in splits for p in s.sentences]
         done = engine.translate_ids([read(engine, p) for p in sentences], options)
         parts = [answer(engine, p, t).best.text for p, t in zip(sentences, done, strict=True)]
-        for split in splits:
-            mine, parts = parts[: len(split.sentences)], parts[len(split.sentences) :]
-            hyps.append(split.join(mine))
+        for cut in splits:
+            mine, parts = parts[: len(cut.sentences)], parts[len(cut.sentences) :]
+            hyps.append(cut.join(mine))
         seconds += time.perf_counter() - started
     return hyps, seconds
 
@@ -118,6 +123,7 @@ def evaluate_bundle(
     length_penalty: float | None = None,
     graphs: str = "auto",
     part_pieces: int = PART_PIECES,
+    split_sentences: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Score an exported bundle through the service's own engine, one result per test file.
 
@@ -125,7 +131,8 @@ def evaluate_bundle(
     set (``auto``, ``main``, or a variant such as ``cuda``, which the CPU provider runs too: what a GPU
     server would answer, up to the GPU's own rounding). ``part_pieces``: a line of more source pieces is translated
     in parts, as the server does (its default; 0: only lines longer than the model takes, as the server with
-    ``MT_PART_PIECES=0``)."""
+    ``MT_PART_PIECES=0``). ``split_sentences``: each line is cut into sentences as the server does by default (a
+    line of the reserved sets often holds two or three); False sends each line whole, as ``split_sentences: false``."""
     import sacrebleu
 
     from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
@@ -147,6 +154,7 @@ def evaluate_bundle(
             batch_size,
             Path(test_file).name,
             part_pieces or engine.max_source_pieces,
+            split_sentences,
         )
         refs = [t for _, t in pairs]
         print_samples(Path(test_file).name, [s for s, _ in pairs], hyps, refs)

@@ -136,15 +136,18 @@ def test_a_long_sentence_is_answered_in_parts_as_evaluate_bundle_scores_it(
     real: ProcessServer, real_bundle: Path, tmp_path: Path
 ) -> None:
     """A sentence of more than MT_PART_PIECES pieces: the server translates it in parts, and `evaluate-bundle`
-    (another code path, training/evaluate.py) writes the same translation, so its BLEU is the server's."""
+    (another code path, training/evaluate.py) writes the same translation, so its BLEU is the server's; a line of two
+    sentences, too (both cut it into sentences)."""
     from training.evaluate import evaluate_bundle
 
     words = ["red", "blue", "gold", "navy", "pink", "teal", "plum"]
     line = " ".join(words[i % len(words)] for i in range(90))
-    (tmp_path / "long.tsv").write_text(f"{line}\tx\n", encoding="utf-8")
+    two = "red blue gold navy. Pink teal plum gold!"
+    (tmp_path / "long.tsv").write_text(f"{line}\tx\n{two}\tx\n", encoding="utf-8")
     evaluate_bundle(real_bundle, [tmp_path / "long.tsv"], hypotheses_dir=tmp_path, threads=1)
     served = translate(real, line)["translations"][0]
-    assert served["text"] == (tmp_path / "long.hyp").read_text(encoding="utf-8").rstrip("\n")
+    written = (tmp_path / "long.hyp").read_text(encoding="utf-8").splitlines()
+    assert [served["text"], translate(real, two)["translations"][0]["text"]] == written
     assert "truncated" not in served
     whole = translate(real, line[: len(line) // 3])["translations"][0]["text"]  # 30 words: one part
     assert served["text"] != whole and len(served["text"].split()) > len(whole.split())
