@@ -5,10 +5,11 @@ folded by the engine's ``tokenize`` (core/casing.py), and on the way back the ca
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from core.casing import restored, shouting
-from core.protect import protect, with_literals
+from core.protect import Protected, protect, with_literals
 from core.translation import Translation
 
 
@@ -20,12 +21,21 @@ class Reader(Protocol):
     def unknown_spans(self, text: str) -> list[tuple[int, int]]: ...
 
 
-def read(engine: Reader, sentence: str) -> list[int]:
-    """The source ids of ``sentence`` as the model reads it."""
-    return engine.tokenize(protect(sentence, engine.unknown_spans).text)
+@dataclass(frozen=True)
+class Reading:
+    """A sentence as the model reads it: its source ids, and the text they came from with what goes back."""
+
+    ids: list[int]
+    protected: Protected
 
 
-def answer(engine: Reader, sentence: str, translation: Translation) -> Translation:
-    """The model's ``translation`` of ``read(engine, sentence)`` as the client gets it."""
+def read(engine: Reader, sentence: str) -> Reading:
+    """``sentence`` as the model reads it."""
     protected = protect(sentence, engine.unknown_spans)
+    return Reading(engine.tokenize(protected.text), protected)
+
+
+def answer(reading: Reading, translation: Translation) -> Translation:
+    """The model's ``translation`` of ``reading.ids`` as the client gets it."""
+    protected = reading.protected
     return with_literals(restored(translation) if shouting(protected.text) else translation, protected)

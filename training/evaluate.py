@@ -102,9 +102,9 @@ def translate_texts(
         splits = [split_sentences(t, language) if split else whole_text(t) for t in batch]
         if part_pieces:
             splits = [fit(s, lambda x: len(engine.tokenize(x)), part_pieces) for s in splits]
-        sentences = [p for s in splits for p in s.sentences]
-        done = engine.translate_ids([read(engine, p) for p in sentences], options)
-        parts = [answer(engine, p, t).best.text for p, t in zip(sentences, done, strict=True)]
+        readings = [read(engine, p) for s in splits for p in s.sentences]
+        done = engine.translate_ids([r.ids for r in readings], options)
+        parts = [answer(r, t).best.text for r, t in zip(readings, done, strict=True)]
         for cut in splits:
             mine, parts = parts[: len(cut.sentences)], parts[len(cut.sentences) :]
             hyps.append(cut.join(mine))

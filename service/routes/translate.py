@@ -16,14 +16,14 @@ from pydantic import ValidationError
 from core.documents import DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
-from core.reading import answer, read
+from core.reading import Reading, answer, read
 from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import Translation
 from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service, ServiceState
 from service.detection import Detection
 from service.errors import ApiError
-from service.loader import Engine, LoadedModel, model_ref
+from service.loader import LoadedModel, model_ref
 from service.results import Wanted, text_translation
 from service.schemas import (
     DetectedLanguage,
@@ -115,10 +115,10 @@ async def translate_texts(
         texts = [segment.text for document in documents for segment in document.segments]
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
     service.batcher.check_room(sum(1 for t in texts if t.strip()))
-    splits, ids = await asyncio.to_thread(
+    splits, readings = await asyncio.to_thread(
         _prepare, model, texts, body.split_sentences, settings.max_queue, settings.part_pieces
     )
-    flat = [sentence for text_ids in ids for sentence in text_ids]
+    flat = [reading.ids for reading in readings]
     fields.update(sentences=len(flat), input_tokens=sum(len(s) for s in flat))
     if body.return_attention:
         _check_attention(flat, model.engine.max_source_pieces, settings.max_attention_pieces)
@@ -132,7 +132,7 @@ async def translate_texts(
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention or links, n_best=body.n_best)
-    outputs = await asyncio.to_thread(_join, model.engine, splits, translations, wanted)
+    outputs = await asyncio.to_thread(_join, splits, readings, translations, wanted)
     if documents is not None:
         outputs = await asyncio.to_thread(_render_html, documents, outputs, body.return_scores)
     fields["output_tokens"] = sum(len(t.best.token_ids) for t in translations if t.hypotheses)
@@ -328,41 +328,39 @@ def _check_attention(sentences: list[list[int]], max_source_pieces: int, limit: 
 
 def _prepare(
     model: LoadedModel, texts: list[str], split: bool, max_sentences: int, part_pieces: int
-) -> tuple[list[Split], list[list[list[int]]]]:
-    """Sentences of every text and their source ids (pysbd, sentencepiece: off the event loop). A sentence of more
-    than ``part_pieces`` pieces (0: more than the model takes) is translated in parts of at most that many
-    (``core.sentences.fit``), never cut off.
+) -> tuple[list[Split], list[Reading]]:
+    """Sentences of every text and how the model reads each, all texts' in one list (pysbd, sentencepiece: off the
+    event loop). A sentence of more than ``part_pieces`` pieces (0: more than the model takes) is translated in parts
+    of at most that many (``core.sentences.fit``), never cut off.
 
     Stops splitting as soon as the request has more sentences than the queue can ever hold.
     """
     language, engine = model.source_language, model.engine
     cap = min(part_pieces, engine.max_source_pieces) if part_pieces else engine.max_source_pieces
     splits: list[Split] = []
-    ids: list[list[list[int]]] = []
-    count = 0
+    readings: list[Reading] = []
     for text in texts:
         found = split_sentences(text, language) if split else whole_text(text)
         mine = [read(engine, s) for s in found.sentences]
-        if any(len(i) > cap for i in mine):
+        if any(len(r.ids) > cap for r in mine):
             found = fit(found, lambda s: len(engine.tokenize(s)), cap)
             mine = [read(engine, s) for s in found.sentences]
         splits.append(found)
-        ids.append(mine)
-        count += len(found.sentences)
-        if count > max_sentences:
-            raise TooManySentences(count, max_sentences, at_least=True)
-    return splits, ids
+        readings += mine
+        if len(readings) > max_sentences:
+            raise TooManySentences(len(readings), max_sentences, at_least=True)
+    return splits, readings
 
 
 def _join(
-    engine: Engine, splits: list[Split], translations: list[Translation], wanted: Wanted
+    splits: list[Split], readings: list[Reading], translations: list[Translation], wanted: Wanted
 ) -> list[TextTranslation]:
     """Each text's translation, its sentences answered as they were read (``core.reading``)."""
+    answers = [answer(r, t) for r, t in zip(readings, translations, strict=True)]
     out, start = [], 0
     for split in splits:
         n = len(split.sentences)
-        mine = [answer(engine, s, t) for s, t in zip(split.sentences, translations[start : start + n], strict=True)]
-        out.append(text_translation(split, mine, wanted))
+        out.append(text_translation(split, answers[start : start + n], wanted))
         start += n
     return out
 

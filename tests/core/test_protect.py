@@ -106,7 +106,8 @@ def test_reading_protects_before_the_engine_reads_and_answers_in_the_reverse_ord
             return []
 
     engine = Words()
-    assert read(engine, "SEE /etc/a/b NOW") == [0, 1, 2] and engine.seen == ["SEE {1} NOW"]
+    reading = read(engine, "SEE /etc/a/b NOW")
+    assert reading.ids == [0, 1, 2] and engine.seen == ["SEE {1} NOW"]
     hypothesis = Hypothesis(text="siehe {1} jetzt", pieces=[], token_ids=[], score=0, token_logprobs=[])
-    out = answer(engine, "SEE /etc/a/b NOW", Translation(source_pieces=[], hypotheses=[hypothesis]))
+    out = answer(reading, Translation(source_pieces=[], hypotheses=[hypothesis]))
     assert out.best.text == "SIEHE /etc/a/b JETZT"  # capitals restored first, the literal then put back as it was
