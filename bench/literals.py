@@ -53,15 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--protect",
         action="store_true",
-        help="also translate each bundle as the server does since session 31: the literals of core/protect.py read "
-        "as placeholders and put back (one more row a bundle)",
+        help="also translate each bundle as the server reads and answers a sentence (core/reading.py): the literals "
+        "of core/protect.py read as placeholders and put back, a sentence in capitals folded (one more row a bundle)",
     )
     parser.add_argument("--out", default=str(report_dir("literals") / "report"))
     args = parser.parse_args(argv)
 
     import sacrebleu
 
-    from core.protect import Protected, protect, put_back
+    from core.reading import answer, read
     from core.translation import DecodeOptions
     from inference.engine import Engine
     from service.settings import Settings
@@ -94,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         hyps: list[str] = []
         sources = [item["source"] for item in items]
         for lo in range(0, len(sources), args.batch):
-            read = [
-                protect(s, engine.unknown_spans) if protected else Protected(s) for s in sources[lo : lo + args.batch]
-            ]
-            done = engine.translate([r.text for r in read], options)
-            hyps += [put_back(t.best.text, r) for t, r in zip(done, read, strict=True)]
+            batch = sources[lo : lo + args.batch]
+            if not protected:
+                hyps += [t.best.text for t in engine.translate(batch, options)]
+                continue
+            readings = [read(engine, s) for s in batch]  # as the server reads them (core.reading)
+            done = engine.translate_ids([r.ids for r in readings], options)
+            hyps += [answer(r, t).best.text for t, r in zip(done, readings, strict=True)]
         kept, total = Counter(), Counter()
         for item, hyp in zip(items, hyps, strict=True):
             for kind, text in item["literals"]:

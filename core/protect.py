@@ -23,7 +23,9 @@ from core.translation import Translation
 KINDS = {
     "url": r"https?://[^\s\"'<>()»«]+[^\s\"'<>().,;:!?»«]",
     "email": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
-    "path": r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)+",
+    # each part ends with a letter, digit, _ or -, so "in /etc/a/b." leaves the full stop to the sentence; a final
+    # slash belongs to the path
+    "path": r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]*[\w-](?:/[\w.-]*[\w-])+/?",
     "file": r"\b[\w-]+\.(?:txt|conf|cfg|ini|yaml|yml|json|xml|html?|png|jpe?g|svg|gif|pdf|odt|ods|csv|log|py|sh|c|h"
     r"|deb|tar|gz|zip|desktop|po|mo)\b",
     "option": r"(?<![\w-])--?[a-zA-Z][\w-]*",

@@ -33,6 +33,20 @@ def test_text_without_literals_is_read_as_it_is(sentence: str) -> None:
     assert protect(sentence) == Protected(sentence)
 
 
+@pytest.mark.parametrize(
+    ("sentence", "read_as"),
+    [
+        ("These databases are found in /etc/dconf/db/.", "These databases are found in {1}."),
+        ("It can be found in ~/.local/share/Trash.", "It can be found in {1}."),
+        ("Edit /etc/a/b, then /usr/x/y; or ../c/d!", "Edit {1}, then {2}; or {3}!"),
+    ],
+)
+def test_a_path_leaves_the_sentence_its_punctuation(sentence: str, read_as: str) -> None:
+    read = protect(sentence)
+    assert read.text == read_as
+    assert put_back(read.text, read) == sentence
+
+
 def test_placeholders_are_numbered_above_those_already_in_the_text_and_only_ours_go_back() -> None:
     read = protect("Click {1} or {2} to open /tmp/a/b")  # {1} {2}: the markup route's own
     assert read.literals == (("{3}", "/tmp/a/b"),)
@@ -111,3 +125,4 @@ def test_reading_protects_before_the_engine_reads_and_answers_in_the_reverse_ord
     hypothesis = Hypothesis(text="siehe {1} jetzt", pieces=[], token_ids=[], score=0, token_logprobs=[])
     out = answer(reading, Translation(source_pieces=[], hypotheses=[hypothesis]))
     assert out.best.text == "SIEHE /etc/a/b JETZT"  # capitals restored first, the literal then put back as it was
+
