@@ -28,7 +28,9 @@ KINDS = {
     "path": r"(?<![\w/])(?:~|\.{1,2})?/[\w.-]*[\w-](?:/[\w.-]*[\w-])+/?",
     "file": r"\b[\w-]+\.(?:txt|conf|cfg|ini|yaml|yml|json|xml|html?|png|jpe?g|svg|gif|pdf|odt|ods|csv|log|py|sh|c|h"
     r"|deb|tar|gz|zip|desktop|po|mo)\b",
-    "option": r"(?<![\w-])--?[a-zA-Z][\w-]*",
+    # after a space, the start, "[", "=", "|", ",", a "(" that opens a word, or "--" after "/" ("-o/--output"): a
+    # dash after a word, a quote or a bracket joins a German compound ("»Siehe auch«-Verweise", "Seitenkopf/-fuß")
+    "option": r"(?:(?<![^\s\[=|,])|(?<=[\s\[]\()|(?<=^\()|(?<=/)(?=--))--?[a-zA-Z][\w-]*",
 }
 """What a literal looks like, by kind (bench/literals.py scores how many a translation keeps)."""
 LITERAL = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()))

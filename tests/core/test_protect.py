@@ -19,6 +19,7 @@ from core.translation import Hypothesis, Translation
         ("Edit /etc/dconf/db/local.d/00-screensaver now.", "/etc/dconf/db/local.d/00-screensaver"),
         ("Open config.yaml and save.", "config.yaml"),
         ("Run it with --no-cache or -v.", "--no-cache"),
+        ("-v prints more", "-v"),
     ],
 )
 def test_each_kind_of_literal_becomes_a_placeholder(sentence: str, literal: str) -> None:
@@ -28,9 +29,33 @@ def test_each_kind_of_literal_becomes_a_placeholder(sentence: str, literal: str)
     assert put_back(read.text, read) == sentence  # a translation that copies the placeholders gets the literals
 
 
-@pytest.mark.parametrize("sentence", ["Version 2.5 costs 30 euros.", "and/or km/h I/O", "a - b", "e.g. this"])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Version 2.5 costs 30 euros.",
+        "and/or km/h I/O",
+        "a - b",
+        "e.g. this",
+        "»Siehe auch«-Verweise am Ende",  # German compounds: a dash after a quote, a slash, a bracket
+        "Seitenkopf/-fuß einfügen",
+        "Klicken Sie auf das [+]-Symbol oder die `-Taste.",
+        "Zwei <wallpaper>-Elemente und Fischaugen(-Objektive)",
+    ],
+)
 def test_text_without_literals_is_read_as_it_is(sentence: str) -> None:
     assert protect(sentence) == Protected(sentence)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "read_as"),
+    [
+        ("wipefs [--backup] -o offset", "wipefs [{1}] {2} offset"),
+        ("[-o/--output=DIR|FILE]", "[{1}/{2}=DIR|FILE]"),
+        ("(--verbose) or --listen=-n", "({1}) or {2}={3}"),
+    ],
+)
+def test_options_after_brackets_slashes_and_equals_signs(sentence: str, read_as: str) -> None:
+    assert protect(sentence).text == read_as
 
 
 @pytest.mark.parametrize(
@@ -125,4 +150,3 @@ def test_reading_protects_before_the_engine_reads_and_answers_in_the_reverse_ord
     hypothesis = Hypothesis(text="siehe {1} jetzt", pieces=[], token_ids=[], score=0, token_logprobs=[])
     out = answer(reading, Translation(source_pieces=[], hypotheses=[hypothesis]))
     assert out.best.text == "SIEHE /etc/a/b JETZT"  # capitals restored first, the literal then put back as it was
-
