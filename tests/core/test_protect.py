@@ -49,24 +49,16 @@ def test_text_without_literals_is_read_as_it_is(sentence: str) -> None:
 @pytest.mark.parametrize(
     ("sentence", "read_as"),
     [
-        ("wipefs [--backup] -o offset", "wipefs [{1}] {2} offset"),
+        ("wipefs [--backup] -o offset", "wipefs [{1}] {2} offset"),  # options after brackets, slashes, "="
         ("[-o/--output=DIR|FILE]", "[{1}/{2}=DIR|FILE]"),
         ("(--verbose) or --listen=-n", "({1}) or {2}={3}"),
-    ],
-)
-def test_options_after_brackets_slashes_and_equals_signs(sentence: str, read_as: str) -> None:
-    assert protect(sentence).text == read_as
-
-
-@pytest.mark.parametrize(
-    ("sentence", "read_as"),
-    [
         ("These databases are found in /etc/dconf/db/.", "These databases are found in {1}."),
         ("It can be found in ~/.local/share/Trash.", "It can be found in {1}."),
         ("Edit /etc/a/b, then /usr/x/y; or ../c/d!", "Edit {1}, then {2}; or {3}!"),
     ],
 )
-def test_a_path_leaves_the_sentence_its_punctuation(sentence: str, read_as: str) -> None:
+def test_where_a_literal_starts_and_ends(sentence: str, read_as: str) -> None:
+    """Options start after a space, a bracket, "=" or "/"; a path leaves the sentence its punctuation."""
     read = protect(sentence)
     assert read.text == read_as
     assert put_back(read.text, read) == sentence
