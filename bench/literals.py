@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             label += ", literals protected"
         started = time.perf_counter()
         hyps: list[str] = []
+        placeholders = dropped = 0
         sources = [item["source"] for item in items]
         for lo in range(0, len(sources), args.batch):
             batch = sources[lo : lo + args.batch]
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             readings = [read(engine, s) for s in batch]  # as the server reads them (core.reading)
             done = engine.translate_ids([r.ids for r in readings], options)
             hyps += [answer(r, t).best.text for t, r in zip(done, readings, strict=True)]
+            for r, t in zip(readings, done, strict=True):  # the model's own text, before the literals go back
+                placeholders += len(r.protected.literals)
+                dropped += sum(placeholder not in t.best.text for placeholder, _ in r.protected.literals)
         kept, total = Counter(), Counter()
         for item, hyp in zip(items, hyps, strict=True):
             for kind, text in item["literals"]:
@@ -116,20 +120,24 @@ def main(argv: list[str] | None = None) -> int:
                 "kept_share": sum(kept.values()) / max(1, sum(total.values())),
                 "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
                 "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
+                "placeholders": placeholders if protected else None,
+                "placeholders_dropped": dropped if protected else None,
             }
         )
         outputs[label] = hyps
         print(f"{label}: {results[-1]['kept_share']:.1%} of literals kept", flush=True)
 
     kinds = [k for k in KINDS if any(k in r["total"] for r in results)]
-    header = "| bundle | " + " | ".join(kinds) + " | all literals | BLEU | chrF |"
-    table = [header, "|---|" + "---:|" * (len(kinds) + 3)]
+    header = "| bundle | " + " | ".join(kinds) + " | all literals | BLEU | chrF | placeholders dropped |"
+    table = [header, "|---|" + "---:|" * (len(kinds) + 4)]
     for r in results:
         cells = [f"{r['kept'].get(k, 0)}/{r['total'].get(k, 0)}" for k in kinds]
         table.append(
             f"| {r['bundle']} | "
             + " | ".join(cells)
-            + f" | {r['kept_share']:.1%} | {r['bleu']:.2f} | {r['chrf']:.2f} |"
+            + f" | {r['kept_share']:.1%} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
+            + ("" if r["placeholders"] is None else f"{r['placeholders_dropped']}/{r['placeholders']}")
+            + " |"
         )
     examples = []
     if len(results) > 1:
@@ -148,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
             "sentences whose source holds a literal the reference repeats verbatim "
             f"({', '.join(Path(f).name for f in files)}), "
             f"beam 4, length penalty {options.length_penalty}, no-repeat n-gram {options.no_repeat_ngram_size}. "
-            "Cells: literals found verbatim in the translation / literals.",
+            "Cells: literals found verbatim in the translation / literals. Placeholders dropped: the `{n}` the "
+            "model left out of its translation of the protected sentence (its literal then goes at the end), of all "
+            "it was given.",
             "",
             *table,
             "",

@@ -60,6 +60,10 @@ class DataConfig:
     """Filled copies added per training pair whose sides hold the same placeholders (%s, %d, {name}, %1):
     each placeholder replaced by a random number, file name, URL, ... the same on both sides, so the model
     learns to copy literals (training/literals.py). 0: off."""
+    placeholder_copies: float = 0.0
+    """Share of the pairs holding a token found once, unchanged, on both sides (a number, a literal, a name like
+    GIMP, a symbol) that get a copy with such tokens as ``{1}``, ``{2}``, ...: what the server's reading gives the
+    model for a literal (training/literals.py). Real and synthetic pairs alike. 0: off."""
     pad_multiple: int = 8  # pad batch widths to a multiple of this: few distinct shapes for oneDNN (and GPU kernels)
     synthetic: str = ""
     """Back-translated pairs (``python -m training back-translate``) trained on beside ``train``; "" = none.
@@ -109,6 +113,10 @@ class Config:
         self.model.validate()
         if self.data.pad_multiple < 1:
             raise ConfigError(f"data.pad_multiple must be at least 1, got {self.data.pad_multiple}")
+        if not 0.0 <= self.data.placeholder_copies <= 1.0:
+            raise ConfigError(
+                f"data.placeholder_copies is a share of the pairs, 0 to 1, got {self.data.placeholder_copies}"
+            )
         if self.data.tag_synthetic and not self.data.synthetic:
             raise ConfigError("data.tag_synthetic tags the pairs of data.synthetic: name that file too")
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import random
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
+
+from core.protect import LITERAL
 
 Pair = tuple[str, str]
 
@@ -163,4 +166,70 @@ def filled_copies(pairs: Sequence[Pair], copies: int, seed: int) -> list[Pair]:
                     literal = "integer" if kind == "int" or rng.random() < 1 / 3 else rng.choice(kinds)
                     values[key] = makers[literal](rng)
             out.append((_fill(source, src, values), _fill(target, tgt, values)))
+    return out
+
+
+_TOKEN = re.compile(r"\S+")
+_EDGE_PUNCTUATION = ".,;:!?()[]\"'«»„“”‘’‹›"
+_SYMBOL_CATEGORIES = ("Sc", "Sm", "So")
+
+
+def _copyable(token: str) -> bool:
+    """A token the server's reading would make a placeholder, or one as likely to stand for one: anything with a
+    digit, a literal of core.protect's kinds, a name with a capital past its first letter (GIMP, LibreOffice), a
+    lone symbol (€, →, ©)."""
+    if any(c.isdigit() for c in token) or LITERAL.fullmatch(token):
+        return True
+    if len(token) == 1:
+        return unicodedata.category(token) in _SYMBOL_CATEGORIES
+    return token.isascii() and any(c.isupper() for c in token[1:]) and token.replace("-", "").isalnum()
+
+
+def _spans(text: str, token: str) -> list[tuple[int, int]]:
+    """Where ``token`` stands alone in ``text`` (not inside a longer word or number)."""
+    return [m.span() for m in re.finditer(rf"(?<![\w./-]){re.escape(token)}(?![\w/-]|[.,]\w)", text)]
+
+
+def _numbered(text: str, spans: list[tuple[int, tuple[int, int]]]) -> str:
+    """``text`` with each span replaced by its ``{number}``."""
+    for number, (start, end) in sorted(spans, key=lambda item: -item[1][0]):
+        text = text[:start] + f"{{{number}}}" + text[end:]
+    return text
+
+
+def _overlap(spans: list[tuple[int, int]]) -> bool:
+    return any(a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def placeholder_copies(pairs: Sequence[Pair], rate: float, seed: int, most: int = 3) -> list[Pair]:
+    """Copies of a ``rate`` share of the pairs that hold a token found once, unchanged, on both sides (a number, a
+    literal, a name like GIMP, a symbol), with up to ``most`` such tokens replaced by ``{1}``, ``{2}``, ... in the
+    source's order, the same number on both sides: the sentence as the server's reading gives it to the model
+    (core/protect.py). The catalogs teach ``{n}`` only in short UI strings, so in prose a model dropped it or
+    wrote a catalog word ("Budget") in its place. Pairs that already hold a brace are left alone."""
+    if rate <= 0:
+        return []
+    rng = random.Random(seed * 104729 + 3)
+    out: list[Pair] = []
+    for source, target in pairs:
+        if "{" in source or "{" in target:
+            continue
+        found: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}
+        for match in _TOKEN.finditer(source):
+            token = match.group(0).strip(_EDGE_PUNCTUATION) or match.group(0)
+            if token in found or not _copyable(token):
+                continue
+            in_source, in_target = _spans(source, token), _spans(target, token)
+            if len(in_source) == 1 and len(in_target) == 1:
+                found[token] = (in_source[0], in_target[0])
+        if not found or rng.random() >= rate:
+            continue
+        chosen = rng.sample(sorted(found), min(most, len(found), rng.randint(1, most)))
+        spans = sorted(found[token] for token in chosen)
+        if _overlap([s for s, _ in spans]) or _overlap(sorted(t for _, t in spans)):
+            continue
+        numbered = list(enumerate(spans, start=1))
+        new_source = _numbered(source, [(n, src) for n, (src, _) in numbered])
+        new_target = _numbered(target, [(n, tgt) for n, (_, tgt) in numbered])
+        out.append((new_source, new_target))
     return out

@@ -33,7 +33,7 @@ from training.config import Config, dump_toml
 from training.curves import RunBoard
 from training.data import Example, encode_pairs, padded_width, read_pairs, token_batches
 from training.decode import strip_eos
-from training.literals import filled_copies
+from training.literals import filled_copies, placeholder_copies
 from training.model import Transformer, count_parameters, label_smoothed_nll
 
 log = logging.getLogger("training")
@@ -183,11 +183,16 @@ class Trainer:
         filled = filled_copies(pairs, cfg.data.placeholder_fills, cfg.train.seed)
         if filled:
             log.info("placeholder_fills=%d: %d filled copies added", cfg.data.placeholder_fills, len(filled))
+        copied = placeholder_copies(pairs, cfg.data.placeholder_copies, cfg.train.seed)
+        if copied:
+            log.info("placeholder_copies=%g: %d copies with {n} added", cfg.data.placeholder_copies, len(copied))
+        filled += copied
         self.train, dropped = encode_pairs(self.tokenizer, pairs + filled, limit, target_limit)
         if cfg.data.synthetic:
             tag = [sp.bos_id] if cfg.data.tag_synthetic else []
             synthetic = read_pairs(cfg.data.synthetic)
             synthetic += filled_copies(synthetic, cfg.data.placeholder_fills, cfg.train.seed + 1)
+            synthetic += placeholder_copies(synthetic, cfg.data.placeholder_copies, cfg.train.seed + 1)
             encoded, too_long = encode_pairs(self.tokenizer, synthetic, limit - len(tag), target_limit)
             self.train += [(tag + src, tgt) for src, tgt in encoded]
             dropped += too_long

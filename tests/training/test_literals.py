@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
-from training.literals import filled_copies, placeholders
+import pytest
+
+from training.config import Config, ConfigError
+from training.literals import filled_copies, placeholder_copies, placeholders
 
 PAIRS = [
     ("Could not open %s: %s", "%s konnte nicht geöffnet werden: %s"),
@@ -79,13 +82,71 @@ def test_percent_signs_that_are_not_placeholders() -> None:
     assert placeholders("Progress %.2f") is None
 
 
+PROSE = [
+    ("The file is larger than 25 MB.", "Die Datei ist größer als 25 MB."),
+    (
+        "Open GIMP 2.10 and see https://example.org/a for details.",
+        "Öffnen Sie GIMP 2.10 und siehe https://example.org/a.",
+    ),
+    ("It costs 20 € per year.", "Es kostet 20 € pro Jahr."),
+    ("Copy /etc/app.conf to ~/backup before you start.", "Kopieren Sie /etc/app.conf vor dem Start nach ~/backup."),
+    ("Version 2.5 is out", "Version 2,5 ist erschienen"),  # the number changed: nothing copyable but "Version"
+    ("Press 1 then 1 again", "Drücken Sie 1, dann wieder 1"),  # twice on each side: which is which is unknown
+    ("Hello world", "Hallo Welt"),
+    ("Deleted {count} files", "{count} Dateien gelöscht"),  # braces of its own: left alone
+]
+
+
+def _restore(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"\{(\d+)\}", lambda m: values[m.group(1)], text)
+
+
+def test_placeholder_copies_stand_for_the_same_token_on_both_sides() -> None:
+    copies = placeholder_copies(PROSE * 20, rate=1.0, seed=1)
+    originals = set(PROSE)
+    seen = set()
+    for source, target in copies:
+        numbers = re.findall(r"\{(\d+)\}", source)
+        assert numbers == [str(n) for n in range(1, len(numbers) + 1)]  # numbered in the source's order
+        assert sorted(re.findall(r"\{(\d+)\}", target)) == sorted(numbers)
+        # some choice of one token per number gives back an original pair on both sides at once
+        matches = []
+        for original in originals:
+            pattern = re.escape(source)
+            for n in numbers:
+                pattern = pattern.replace(re.escape("{" + n + "}"), f"(?P<p{n}>.+?)", 1)
+            m = re.fullmatch(pattern, original[0])
+            if m and _restore(target, {n: m.group(f"p{n}") for n in numbers}) == original[1]:
+                matches.append(original)
+        assert len(matches) == 1, (source, target)
+        seen.add(matches[0])
+        assert 1 <= len(numbers) <= 3
+    assert {p[0] for p in seen} == {p[0] for p in PROSE[:4]}  # every pair with a copyable token, no other one
+    assert not any("Hello" in s or "Press" in s or "count" in s for s, _ in copies)
+
+
+def test_placeholder_copies_rate_and_seed() -> None:
+    many = PROSE[:4] * 500
+    assert placeholder_copies(many, 0.0, seed=1) == []
+    assert 0.2 < len(placeholder_copies(many, 0.3, seed=1)) / len(many) < 0.4
+    assert placeholder_copies(many, 0.3, seed=1) == placeholder_copies(many, 0.3, seed=1)
+    assert placeholder_copies(many, 0.3, seed=1) != placeholder_copies(many, 0.3, seed=2)
+    with pytest.raises(ConfigError, match="placeholder_copies"):
+        Config.from_dict({"data": {"placeholder_copies": 1.5}})
+
+
 def test_training_adds_the_filled_copies(synthetic_corpus, tiny_vocab, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from testkit.tiny import tiny_config
     from training.train import Trainer
 
     train = tmp_path / "train.tsv"
     base = synthetic_corpus[0].read_text(encoding="utf-8").splitlines()
-    extra = ["a %s b\tb %s a", "c {x} d\td {x} c", "e %d f\tf g"]  # the last one's target lacks the %d
+    extra = [
+        "a %s b\tb %s a",
+        "c {x} d\td {x} c",
+        "e %d f\tf g",
+        "g 42 h\th 42 g",
+    ]  # the third one's target lacks the %d
     train.write_text("\n".join(base + extra) + "\n", encoding="utf-8")
     counts = {}
     for fills in (0, 3):
@@ -95,6 +156,14 @@ def test_training_adds_the_filled_copies(synthetic_corpus, tiny_vocab, tmp_path)
         trainer.load_data()
         counts[fills] = len(trainer.train)
     assert counts[3] == counts[0] + 3 * 2
+
+    cfg = tiny_config(train, synthetic_corpus[1], tiny_vocab)
+    cfg.data.placeholder_copies = 1.0
+    trainer = Trainer(cfg, tmp_path / "copies")
+    trainer.load_data()
+    pairs = [tuple(line.split("\t")) for line in base + extra]
+    added = placeholder_copies(pairs, 1.0, cfg.train.seed)  # type: ignore[arg-type]
+    assert added and len(trainer.train) == counts[0] + len(added)
 
 
 def test_synthetic_pairs_train_beside_the_real_ones_and_only_they_carry_the_tag(  # type: ignore[no-untyped-def]
