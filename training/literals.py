@@ -172,17 +172,24 @@ def filled_copies(pairs: Sequence[Pair], copies: int, seed: int) -> list[Pair]:
 _TOKEN = re.compile(r"\S+")
 _EDGE_PUNCTUATION = ".,;:!?()[]\"'«»„“”‘’‹›"
 _SYMBOL_CATEGORIES = ("Sc", "Sm", "So")
+_DIGIT = re.compile(r"\d")
+
+
+def _has_digit(token: str) -> bool:
+    """``any(c.isdigit() for c in token)``, which ``\\d`` answers alone for ASCII (most tokens), without the loop."""
+    return bool(_DIGIT.search(token)) or (not token.isascii() and any(c.isdigit() for c in token))
 
 
 def _copyable(token: str) -> bool:
     """A token the server's reading would make a placeholder, or one as likely to stand for one: anything with a
     digit, a literal of core.protect's kinds, a name with a capital past its first letter (GIMP, LibreOffice), a
     lone symbol (€, →, ©)."""
-    if any(c.isdigit() for c in token) or LITERAL.fullmatch(token):
+    if _has_digit(token) or LITERAL.fullmatch(token):
         return True
     if len(token) == 1:
         return unicodedata.category(token) in _SYMBOL_CATEGORIES
-    return token.isascii() and any(c.isupper() for c in token[1:]) and token.replace("-", "").isalnum()
+    rest = token[1:]
+    return token.isascii() and rest != rest.lower() and token.replace("-", "").isalnum()  # ASCII: a capital in rest
 
 
 def _spans(text: str, token: str) -> list[tuple[int, int]]:
