@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -51,10 +52,12 @@ class Protected:
 def protect(sentence: str, unknown: Callable[[str], list[tuple[int, int]]] | None = None) -> Protected:
     """``sentence`` with each literal as a placeholder ``{n}`` (unchanged when it holds none). ``unknown``: the spans
     of characters the model's vocabulary lacks (``Tokenizer.unknown_spans``: an emoji, a rare symbol, another
-    script), which are kept the same way instead of being read as unk and written as " ⁇ "."""
+    script), which are kept the same way instead of being read as unk and written as " ⁇ "; a word with such a letter
+    is kept whole."""
     spans = [m.span() for m in LITERAL.finditer(sentence)]
     if unknown is not None:
-        spans += [s for s in unknown(sentence) if not any(a <= s[0] and s[1] <= b for a, b in spans)]
+        found = {_whole_word(sentence, *span) for span in unknown(sentence)}
+        spans += [s for s in found if not any(a <= s[0] and s[1] <= b for a, b in spans)]
     if not spans:
         return Protected(sentence)
     first = max((int(n) for n in _NUMBERED.findall(sentence)), default=0) + 1
@@ -68,6 +71,22 @@ def protect(sentence: str, unknown: Callable[[str], list[tuple[int, int]]] | Non
         parts += [sentence[at:start], placeholder]
         at = end
     return Protected("".join([*parts, sentence[at:]]), tuple(literals))
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or unicodedata.category(char).startswith("M")
+
+
+def _whole_word(sentence: str, start: int, end: int) -> tuple[int, int]:
+    """The word around an unknown run of letters ("naïve" when the vocabulary lacks "ï"), so that a word is either
+    translated or kept, never cut in two around a placeholder; a run of symbols (an emoji) stays alone."""
+    if not all(_word_char(c) for c in sentence[start:end]):
+        return start, end
+    while start > 0 and _word_char(sentence[start - 1]):
+        start -= 1
+    while end < len(sentence) and _word_char(sentence[end]):
+        end += 1
+    return start, end
 
 
 def put_back(text: str, protected: Protected) -> str:

@@ -107,6 +107,17 @@ def test_characters_the_vocabulary_lacks_are_kept_as_literals_too() -> None:
     assert put_back("Ich liebe {1} und {2} in {3}", read) == "Ich liebe 😀 und 東京 in /a/東/b"
 
 
+def test_a_word_with_a_letter_the_vocabulary_lacks_is_kept_whole() -> None:
+    def unknown(text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in re.finditer("[ïñ😀]+", text)]
+
+    read = protect("A naïve señor from Añïnø said 😀hi and naïve-ish", unknown)
+    assert read.text == "A {1} {2} from {3} said {4}hi and {5}-ish"  # a symbol stays alone, a hyphen ends a word
+    assert [literal for _, literal in read.literals] == ["naïve", "señor", "Añïnø", "😀", "naïve"]
+    assert protect("Kraków", lambda text: [(4, 5)]).literals == (("{1}", "Kraków"),)
+    assert protect("x\u0301y", lambda text: [(1, 2)]).literals == (("{1}", "x\u0301y"),)  # a mark joins
+
+
 def test_the_shipped_vocabulary_says_which_characters_it_lacks() -> None:
     from pathlib import Path
 
