@@ -4,7 +4,8 @@
                              [--out docs/reports/literals/report]
 
 From held-out TSV files, takes every pair whose source holds a literal (number, URL, e-mail address, file name,
-path, command-line option) that the human reference also holds verbatim: there, copying it is what a translator
+path, command-line option, or a symbol or word with a character the first bundle's vocabulary lacks or has only as
+a rare piece: "character") that the human reference also holds verbatim: there, copying it is what a translator
 did. Each bundle translates those sources in-process with the server's defaults (beam 4, length penalty and
 n-gram guard as ``python -m service`` sets them); the score is the share of those literals found verbatim in
 the translation, by kind and overall, with BLEU/chrF on the same sentences for context. Writes OUT.md and
@@ -19,23 +20,34 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.loadtools import ROOT, report_dir, write_report
 from core.protect import KINDS as PROTECTED
+from core.protect import whole_word
 
 KINDS = {**PROTECTED, "number": r"\b\d+(?:[.:]\d+)*\b"}
 """The literals the server reads as placeholders (core/protect.py), and numbers, which it does not."""
+COLUMNS = [*KINDS, "character"]
 LITERAL = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in KINDS.items()))
 
 
-def literals(source: str, reference: str) -> list[tuple[str, str]]:
-    """(kind, text) of each literal of ``source`` that ``reference`` holds verbatim."""
+def literals(
+    source: str, reference: str, unknown: Callable[[str], list[tuple[int, int]]] | None = None
+) -> list[tuple[str, str]]:
+    """(kind, text) of each literal of ``source`` that ``reference`` holds verbatim; with ``unknown``
+    (``Tokenizer.unknown_spans``), kind "character" too: a symbol or word with a character the vocabulary lacks or
+    has only as a rare piece, which the server keeps the same way."""
     found = []
     for match in LITERAL.finditer(source):
         kind = match.lastgroup or "number"
         if match.group(0) in reference:
             found.append((kind, match.group(0)))
+    for span in unknown(source) if unknown is not None else []:
+        text = source[slice(*whole_word(source, *span))]
+        if text in reference and ("character", text) not in found and not any(text in t for _, t in found):
+            found.append(("character", text))
     return found
 
 
@@ -47,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[str(ROOT / "data" / "en-de" / "test.*.tsv"), str(ROOT / "data" / "en-de" / "eval-*.tsv")],
         help="held-out TSV files (globs)",
+    )
+    parser.add_argument(
+        "--kinds", nargs="+", choices=COLUMNS, help="only the sentences holding a literal of these kinds (default: all)"
     )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
@@ -62,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     import sacrebleu
 
     from core.reading import answer, read
+    from core.tokenizer import Tokenizer
     from core.translation import DecodeOptions
     from inference.engine import Engine
     from service.settings import Settings
@@ -70,10 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         parser.error(f"no file matches {args.inputs}")
     items = []
+    unknown = Tokenizer(args.bundles[0]).unknown_spans  # the first bundle's vocabulary says which characters count
     for name in files:
         for line in Path(name).read_text(encoding="utf-8").splitlines():
             source, reference = line.split("\t")[:2]
-            found = literals(source, reference)
+            found = literals(source, reference, unknown)
+            if args.kinds and not any(kind in args.kinds for kind, _ in found):
+                continue
             if found:
                 items.append({"file": Path(name).name, "source": source, "reference": reference, "literals": found})
     settings = Settings()
@@ -127,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         outputs[label] = hyps
         print(f"{label}: {results[-1]['kept_share']:.1%} of literals kept", flush=True)
 
-    kinds = [k for k in KINDS if any(k in r["total"] for r in results)]
+    kinds = [k for k in COLUMNS if any(k in r["total"] for r in results)]
     header = "| bundle | " + " | ".join(kinds) + " | all literals | BLEU | chrF | placeholders dropped |"
     table = [header, "|---|" + "---:|" * (len(kinds) + 4)]
     for r in results:

@@ -56,7 +56,7 @@ def protect(sentence: str, unknown: Callable[[str], list[tuple[int, int]]] | Non
     is kept whole."""
     spans = [m.span() for m in LITERAL.finditer(sentence)]
     if unknown is not None:
-        found = {_whole_word(sentence, *span) for span in unknown(sentence)}
+        found = {whole_word(sentence, *span) for span in unknown(sentence)}
         spans += [s for s in found if not any(a <= s[0] and s[1] <= b for a, b in spans)]
     if not spans:
         return Protected(sentence)
@@ -77,7 +77,7 @@ def _word_char(char: str) -> bool:
     return char.isalnum() or unicodedata.category(char).startswith("M")
 
 
-def _whole_word(sentence: str, start: int, end: int) -> tuple[int, int]:
+def whole_word(sentence: str, start: int, end: int) -> tuple[int, int]:
     """The word around an unknown run of letters ("naïve" when the vocabulary lacks "ï"), so that a word is either
     translated or kept, never cut in two around a placeholder; a run of symbols (an emoji) stays alone."""
     if not all(_word_char(c) for c in sentence[start:end]):

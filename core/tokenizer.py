@@ -15,6 +15,10 @@ from pathlib import Path
 import sentencepiece as spm
 
 VOCAB_FILE = "vocab.json"
+RARE_SCORE = -12.5
+"""A character whose own piece scores below this (a unigram log-probability: about 1 in 270,000 pieces) was seen
+too rarely for the model to write it back: in en-de's vocabulary 144 letters and symbols ("€", "⌘", "↓", "α", "à",
+"ñ"), while "é" (-11.9), "→" (-11.9) and "ä" (-7.3) are above it. Measured in docs/literals.md."""
 WORD_START = "\u2581"  # sentencepiece's word-boundary marker
 
 
@@ -49,6 +53,9 @@ class Tokenizer:
         self.target_spm = self._load_spm(directory / self.target_spm_file)
         self._special_ids = {self.specials.pad_id, self.specials.bos_id, self.specials.eos_id}
         self._unknown_chars: dict[str, bool] = {}
+        # a unigram model's scores are log-probabilities; a BPE model's are its merges' ranks (whole numbers)
+        scores = [self.source_spm.get_score(i) for i in range(self.source_spm.get_piece_size())]
+        self._log_probs = any(not score.is_integer() for score in scores)
 
     @staticmethod
     def _load_spm(path: Path) -> spm.SentencePieceProcessor:
@@ -78,8 +85,10 @@ class Tokenizer:
         return list(self.target_spm.encode(text, out_type=str)) if text else []
 
     def unknown_spans(self, text: str) -> list[tuple[int, int]]:
-        """[start, end) of each run of characters (white space excluded) that the source vocabulary lacks: the model
-        would read each as the unk id and could only write " ⁇ " for it (core/protect.py keeps them instead)."""
+        """[start, end) of each run of characters (white space excluded) that the source vocabulary lacks, or has
+        only as a rare piece of its own (``RARE_SCORE``; punctuation excepted, which a translation rightly changes):
+        the model would read the first as the unk id and write " ⁇ ", and turn the second into something else ("Déjà
+        Dup" into "Dzajgramps Dup", "Super↓" into "Super-Teil"). core/protect.py keeps them instead."""
         spans: list[tuple[int, int]] = []
         for i, c in enumerate(text):
             if c.isspace() or not self._unknown(c):
@@ -93,8 +102,14 @@ class Tokenizer:
     def _unknown(self, char: str) -> bool:
         found = self._unknown_chars.get(char)
         if found is None:
-            found = self._unknown_chars[char] = self.specials.unk_id in self.encode_source(char)
+            found = self._unknown_chars[char] = self.specials.unk_id in self.encode_source(char) or self._rare(char)
         return found
+
+    def _rare(self, char: str) -> bool:
+        if not self._log_probs or unicodedata.category(char)[0] in "PZ":
+            return False
+        piece = self.source_spm.piece_to_id(char)
+        return piece != self.source_spm.unk_id() and self.source_spm.get_score(piece) < RARE_SCORE
 
     def to_ids(self, pieces: list[str]) -> list[int]:
         """Pieces outside the id table become unk (e.g. characters never seen in training)."""

@@ -4,6 +4,7 @@ or repeats one."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -132,6 +133,38 @@ def test_the_shipped_vocabulary_says_which_characters_it_lacks() -> None:
     assert unk not in tokenizer.encode_source(
         "".join(c for i, c in enumerate(text) if not any(a <= i < b for a, b in spans))
     )
+
+
+def test_characters_the_shipped_vocabulary_has_only_as_rare_pieces_are_kept_too() -> None:
+    import unicodedata
+    from pathlib import Path
+
+    from core.tokenizer import RARE_SCORE, Tokenizer
+
+    tokenizer = Tokenizer(Path(__file__).resolve().parents[2] / "models" / "en-de")
+    spm = tokenizer.source_spm
+    text = "Press Super↓ or ⌘ and pay 20 € for Déjà Dup, „quoted‚ Größe café → x"
+    spans = tokenizer.unknown_spans(text)
+    assert [text[a:b] for a, b in spans] == ["↓", "⌘", "€", "à"]
+    for i, char in enumerate(text):  # the rule, character by character, against the vocabulary's own scores
+        piece = spm.piece_to_id(char)
+        rare = piece != spm.unk_id() and spm.get_score(piece) < RARE_SCORE
+        rare = rare and not char.isspace() and unicodedata.category(char)[0] not in "PZ"
+        assert rare == any(a <= i < b for a, b in spans), char
+    assert spm.get_score(spm.piece_to_id("‚")) < RARE_SCORE  # punctuation is translated, however rare
+    read = protect(text, tokenizer.unknown_spans)
+    assert read.text == "Press Super{1} or {2} and pay 20 {3} for {4} Dup, „quoted‚ Größe café → x"
+    assert read.literals[3] == ("{4}", "Déjà")
+
+
+def test_a_bpe_vocabulary_has_no_rare_characters(synthetic_corpus: tuple[Path, Path], tmp_path: Path) -> None:
+    from training.vocab import train_vocab
+
+    tokenizer = train_vocab(synthetic_corpus[0], tmp_path, vocab_size=96, model_type="bpe")
+    scores = [tokenizer.source_spm.get_score(i) for i in range(len(tokenizer))]
+    assert min(scores) < -12.5 and all(s.is_integer() for s in scores)  # merge ranks, not log-probabilities
+    text = " ".join(tokenizer.pieces[4:]).replace("\u2581", "")
+    assert tokenizer.unknown_spans(text) == []
 
 
 def test_reading_protects_before_the_engine_reads_and_answers_in_the_reverse_order() -> None:
