@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stage a GPU measurement session (run here, from the project root, after `make install`). Everything goes
 # to .gpu/ (ignored by git). What worked on 2026-11-25 (docs/inference-core.md, "Measured on an H100"):
-#   bash bench/gpu_session/stage.sh [CHECKPOINT]     (default: runs/en-de-0.9-soup/ship/averaged.pt)
+#   bash bench/gpu_session/stage.sh [CHECKPOINT]     (default: the weights of the shipped models/en-de)
 #   bash bench/gpu_session/stage.sh hide             the two bundles (102 MB) out of what a device run carries
 # then, with the device tool, back to back (the machine goes back after 30 s idle). With 15 minutes of device
 # time (the machine's start included), the two first runs:
@@ -31,7 +31,7 @@ case "${1:-}" in
     sed -i '/^\/models\/en-de\/$/d; /^\/models\/de-en\/$/d' .git/info/exclude
     echo "bundles tracked again"; exit 0 ;;
 esac
-CKPT=${1:-runs/en-de-0.9-soup/ship/averaged.pt}
+CKPT=${1:-}
 PY=.venv/bin/python
 ORT=${ORT_VERSION:-1.31.1}
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
@@ -62,10 +62,10 @@ python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$G/whl" $pins 2>&1 | grep 
 # the same weights), the test sentences, and a 16k vocabulary for the untrained base preset. On a fresh clone
 # (no runs/, no data/) the weights are the shipped bundle's, read back from its GPU set (import-bundle --graphs
 # cuda: its fp16 weights), and the sentences are Python's own documentation (bench/loadtools.py stdlib_sentences).
-if [ ! -f "$CKPT" ]; then
-  echo "$CKPT is missing: importing the weights of models/en-de instead"
-  CKPT=$G/dl/imported.pt
-  [ -f "$CKPT" ] || $PY -m training import-bundle models/en-de "$CKPT" --graphs cuda > /dev/null
+if [ -z "$CKPT" ] || [ ! -f "$CKPT" ]; then
+  [ -z "$CKPT" ] || echo "$CKPT is missing: importing the weights of models/en-de instead"
+  CKPT=$G/dl/imported.pt  # read again every time: the shipped model changes
+  $PY -m training import-bundle models/en-de "$CKPT" --graphs cuda > /dev/null
 fi
 $PY - "$CKPT" "$G/model/model.pt" <<'PY'
 import sys, torch
@@ -73,15 +73,17 @@ payload = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 payload["model"] = {k: v.half() if v.is_floating_point() else v for k, v in payload["model"].items()}
 torch.save(payload, sys.argv[2])
 PY
-if [ -f data/en-de/test.tsv ]; then
-  cp data/en-de/test.tsv "$G/model/test.tsv"
+DATA=${DATA:-data/en-de}  # the corpus: its test sentences and, for the base preset, a 16k vocabulary
+[ -f "$DATA/test.tsv" ] || [ ! -f data/en-de-next/test.tsv ] || DATA=data/en-de-next
+if [ -f "$DATA/test.tsv" ]; then
+  cp "$DATA/test.tsv" "$G/model/test.tsv"
 else
   $PY -c "from bench.loadtools import stdlib_sentences; print('\n'.join(stdlib_sentences(400)))" > "$G/model/test.tsv"
 fi
-if [ -f data/en-de/train.tsv ]; then
-  [ -f "$G/model/base-vocab/spm.model" ] || $PY -m training vocab data/en-de/train.tsv --out "$G/model/base-vocab" --size 16000
+if [ -f "$DATA/train.tsv" ]; then
+  [ -f "$G/model/base-vocab/spm.model" ] || $PY -m training vocab "$DATA/train.tsv" --out "$G/model/base-vocab" --size 16000
 else
-  echo "no data/en-de/train.tsv: no 16k vocabulary, so measure-more skips the base preset"
+  echo "no $DATA/train.tsv: no 16k vocabulary, so measure-more skips the base preset"
 fi
 # The code of session 27 (the fused graphs before their biases went into the kernels): `device.sh cuts` exports with
 # it beside this tree's, so that one machine measures both.
