@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_monolingual_command(args: argparse.Namespace) -> int:
     from training.corpus.monolingual import build_monolingual
 
-    report = build_monolingual(args.corpus, args.out, args.cache, args.seed, args.sources)
+    out = args.out or Path(f"data/mono-{args.lang}")
+    report = build_monolingual(args.corpus, out, args.cache, args.seed, args.sources, args.lang)
     print(json.dumps(report, indent=2))
     return 0
 
@@ -75,12 +76,13 @@ def run_monolingual_command(args: argparse.Namespace) -> int:
 def register_monolingual(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "build-monolingual",
-        help="collect German documentation text from Debian packages (for back-translation)",
+        help="collect German or English documentation text from Debian packages (for back-translation)",
         description=_docstring(Path(__file__).with_name("monolingual.py")),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--corpus", type=Path, default=Path("data/en-de"), help="the parallel corpus (held-out pages)")
-    parser.add_argument("--out", type=Path, default=Path("data/mono-de"), help="output directory")
+    parser.add_argument("--lang", choices=["de", "en"], default="de", help="the text's language")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default: data/mono-LANG)")
     parser.add_argument("--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache")
     parser.add_argument("--sources", type=lambda s: s.split(","), default=None, help="comma-separated subset")
     parser.add_argument("--seed", type=int, default=1, help="seed of the shuffle")

@@ -1,4 +1,5 @@
-"""``python -m training build-monolingual``: German text for back-translation, with nothing held out let back in."""
+"""``python -m training build-monolingual``: German or English text for back-translation, with nothing held out let
+back in."""
 
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ def test_only_new_german_sentences_of_pages_not_held_out_are_kept(
     report = {"heldout_units": {"test": {"command-line": ["manpages:man1/secret.1"]}, "dev": {}}}
     (corpus / "report.json").write_text(json.dumps(report), encoding="utf-8")
 
-    def man(cache: Path) -> Iterator[tuple[str, str]]:
+    def man(cache: Path, lang: str) -> Iterator[tuple[str, str]]:
         yield "man1/ls.1", f"{NEW[0]} {TRAINED}"
         yield "man1/secret.1", HELD_OUT
         yield "man1/ls.1", "The option writes the output to a file instead of the terminal."  # left in English
         yield "man1/ls.1", "ls -l"  # too short
         yield "man1/cp.1", NEW[0]  # a duplicate
 
-    def manual(name: str, cache: Path) -> Iterator[tuple[str, str]]:
+    def manual(name: str, cache: Path, lang: str) -> Iterator[tuple[str, str]]:
         yield "page.html", NEW[1]
 
     monkeypatch.setattr(monolingual, "man_blocks", man)
@@ -45,6 +46,54 @@ def test_only_new_german_sentences_of_pages_not_held_out_are_kept(
     assert sorted((out / "de.txt").read_text(encoding="utf-8").splitlines()) == sorted(NEW)
     assert report_out["per_source"]["manpages"] == {"blocks": 5, "held_out": 1, "sentences": 5, "kept": 1}  # type: ignore[index]
     assert "GFDL" in (out / "LICENSES.md").read_text(encoding="utf-8")
+
+
+def test_english_text_keeps_english_sentences_the_corpus_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = tmp_path / "en-de"
+    trained = "The file could not be opened because it is missing."
+    write_tsv([(trained, TRAINED)], corpus / "train.tsv")
+    report = {"heldout_units": {"dev": {"command-line": ["manpages:man1/secret.1"]}}}
+    (corpus / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    new = "This option writes the output to a file instead of the terminal."
+    asked: list[str] = []
+
+    def man(cache: Path, lang: str) -> Iterator[tuple[str, str]]:
+        asked.append(lang)
+        yield "man1/ls.1", f"{new} {trained}"
+        yield "man1/ls.1", NEW[0]  # German left in an English page
+        yield "man1/secret.1", "This sentence sits on a page held out for the dev set."
+
+    monkeypatch.setattr(monolingual, "man_blocks", man)
+    out = tmp_path / "mono-en"
+    build_monolingual(corpus, out, tmp_path / "cache", sources=["manpages"], lang="en")
+    assert asked == ["en"]
+    assert (out / "en.txt").read_text(encoding="utf-8").splitlines() == [new]
+    assert "MAN_PAGE_PACKAGES" in (out / "LICENSES.md").read_text(encoding="utf-8")
+    with pytest.raises(Exception, match="unknown sources"):
+        build_monolingual(corpus, out, tmp_path / "cache", sources=["man"], lang="en")
+
+
+def test_english_pages_of_a_manual_are_read_from_its_english_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unpacked: list[str] = []
+
+    def fetch(package: str, cache: Path) -> str:
+        return package
+
+    def unpack(package: str, cache: Path) -> Path:
+        unpacked.append(package)
+        return tmp_path / package
+
+    page = tmp_path / "debian-reference-en/usr/share/debian-reference/ch01.en.html"
+    page.parent.mkdir(parents=True)
+    page.write_text("<html><body><p>Debian is a free operating system for your computer.</p></body></html>")
+    (page.parent / "ch01.de.html").write_text("<html><body><p>Debian ist ein freies Betriebssystem.</p></body></html>")
+    monkeypatch.setattr(monolingual, "fetch_deb", fetch)
+    monkeypatch.setattr(monolingual, "unpack_deb", unpack)
+    blocks = list(monolingual.manual_blocks("debian-reference", tmp_path, "en"))
+    assert unpacked == ["debian-reference-en"]
+    assert blocks == [("ch01.html", "Debian is a free operating system for your computer.")]
 
 
 def test_a_sentence_needs_words_and_letters() -> None:
