@@ -46,7 +46,7 @@ def literals(
             found.append((kind, match.group(0)))
     for span in unknown(source) if unknown is not None else []:
         text = source[slice(*whole_word(source, *span))]
-        if text in reference and ("character", text) not in found and not any(text in t for _, t in found):
+        if text in reference and not any(text in t for _, t in found):  # not again, nor inside another literal
             found.append(("character", text))
     return found
 

@@ -54,8 +54,8 @@ class Tokenizer:
         self._special_ids = {self.specials.pad_id, self.specials.bos_id, self.specials.eos_id}
         self._unknown_chars: dict[str, bool] = {}
         # a unigram model's scores are log-probabilities; a BPE model's are its merges' ranks (whole numbers)
-        scores = [self.source_spm.get_score(i) for i in range(self.source_spm.get_piece_size())]
-        self._log_probs = any(not score.is_integer() for score in scores)
+        pieces = range(self.source_spm.get_piece_size())
+        self._log_probs = any(not self.source_spm.get_score(i).is_integer() for i in pieces)
 
     @staticmethod
     def _load_spm(path: Path) -> spm.SentencePieceProcessor:
