@@ -51,7 +51,6 @@ SYSTEMS = [
     "cuda-fp16w-static-nograph",
     "cuda-fp16-static",
     "cuda-fp16-fused-static",
-    "cuda-fp16-fused-split-static",
     "cuda-fp32-static",
     "cpu-fp32",
 ]
@@ -61,15 +60,13 @@ STATIC = {
     "cuda-fp16w-static-nograph": ("fp16w", False),
     "cuda-fp16-static": ("fp16s", True),
     "cuda-fp16-fused-static": ("fp16s-fused", True),
-    "cuda-fp16-fused-split-static": ("fp16s-fused-split", True),
     "cuda-fp32-static": ("fp32s", True),
 }
 """The static-shape state (Engine.load static_step) on a graph set: each step replayed as a CUDA graph, or
 (nograph) the same fixed shapes launched kernel by kernel, to tell the two effects apart; fp16-static asks
 whether fp16 arithmetic pays once the launches are gone (fp16s: the fp16 GPU set with the static graphs), against
 fp32-static (fp32s: an fp32 GPU set with the static graphs): the issue's fp16 / fp32 ratio with replay on both;
-fp16-fused-static the fp16 static step with fused attention, the fewest kernels a replay can hold;
-fp16-fused-split-static the same with its top-k in two rounds over slices of the vocabulary (``--gpu-topk split``)."""
+fp16-fused-static the fp16 static step with fused attention, the fewest kernels a replay can hold."""
 
 
 def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
@@ -113,11 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     exports: dict[str, dict[str, Any]] = {
         "fp32": {"dtype": "fp32"},
         "fp16": {"dtype": "fp16"},
-        "fp16w": {"gpu_dtype": "fp16w", "static_step": any(STATIC[s][0] == "fp16w" for s in static)},
-        "fp16s": {"gpu_dtype": "fp16", "static_step": True},
-        "fp32s": {"gpu_dtype": "fp32", "static_step": True},
+        "fp16w": {
+            "gpu_dtype": "fp16w",
+            "gpu_attention": "plain",
+            "static_step": any(STATIC[s][0] == "fp16w" for s in static),
+        },
+        "fp16s": {"gpu_dtype": "fp16", "gpu_attention": "plain", "static_step": True},
+        "fp32s": {"gpu_dtype": "fp32", "gpu_attention": "plain", "static_step": True},
         "fp16s-fused": {"gpu_dtype": "fp16", "gpu_attention": "fused", "static_step": True},
-        "fp16s-fused-split": {"gpu_dtype": "fp16", "gpu_attention": "fused", "gpu_topk": "split", "static_step": True},
         "fp16w-fused": {
             "gpu_dtype": "fp16w",
             "gpu_attention": "fused",

@@ -62,8 +62,10 @@ def _export_tiny(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory, nam
 
 @pytest.fixture(scope="session")
 def tiny_static_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny checkpoint exported with a GPU set (fp32) that has the static-shape graphs (``--static-step``)."""
-    return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-static", gpu_dtype="fp32", static_step=True)
+    """The tiny checkpoint exported with a GPU set (fp32, plain attention: ``tiny_fused_bundle`` has the GPU set's
+    default, fused) that has the static-shape graphs (``--static-step``)."""
+    how = {"gpu_dtype": "fp32", "gpu_attention": "plain", "static_step": True}
+    return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-static", **how)
 
 
 @pytest.fixture(scope="session")

@@ -131,36 +131,6 @@ def _feed_forward(h: Tensor, ffn: FeedForward) -> Tensor:
     return _linear(ffn.activation(_linear(h, ffn.fc1)), ffn.fc2)
 
 
-MAX_TOPK_CHUNKS = 16
-BEAM_CAP = 16
-"""The widest beam the server accepts (service/schemas.py): a step's ``k`` is at most twice that plus the pieces a
-hypothesis bans (inference/beam_search.py), fewer than ``max_positions``."""
-
-
-def topk_chunks(vocab_size: int, max_positions: int) -> int:
-    """Into how many equal chunks a split top-k cuts the vocabulary (``DecoderStep.topk_chunks``): the most, up to
-    ``MAX_TOPK_CHUNKS``, that divide it into chunks of at least 512 pieces and at least any step's ``k`` (rounded up
-    to a power of two, as static steps round it); 1 where no such split exists."""
-    widest_k = 2 * BEAM_CAP + max_positions
-    least = max(512, 1 << (widest_k - 1).bit_length())
-    fits = [c for c in range(2, MAX_TOPK_CHUNKS + 1) if vocab_size % c == 0 and vocab_size // c >= least]
-    return max(fits, default=1)
-
-
-def split_topk(scores: Tensor, k: Tensor, starts: Tensor) -> tuple[Tensor, Tensor]:
-    """``scores.topk(k)`` over the last axis, in two rounds: the ``k`` best of each of the equal slices of the
-    vocabulary that begin at ``starts`` (chunks, 1), then the ``k`` best of those. The same values and ids (ties go
-    to the lower id in both: the first round keeps each slice's in id order, the second reads the slices in order).
-    On CUDA onnxruntime gives a row of 8,000 pieces one block of threads (15.9 µs a step at batch 1, the largest
-    kernel of a step: docs/inference-core.md); a row cut into slices spreads over as many blocks. The slices'
-    sizes are constants (``starts`` a buffer), so the graph computes no shapes for them."""
-    chunks = int(starts.size(0))
-    width = int(starts[1, 0]) if chunks > 1 else scores.size(-1)
-    values, ids = scores.reshape(-1, chunks, width).topk(k, dim=-1)  # type: ignore[arg-type]
-    best, at = values.flatten(1).topk(k, dim=-1)  # type: ignore[arg-type]
-    return best, (ids + starts).flatten(1).gather(-1, at)
-
-
 class DecoderStep(nn.Module):
     """One decoding step for ``hyps`` hypotheses of each of ``batch`` sentences.
 
@@ -184,16 +154,11 @@ class DecoderStep(nn.Module):
         static: bool = False,
         logits: bool = False,
         fused: bool = False,
-        topk_chunks: int = 1,
     ):
         super().__init__()
         self.model = model
         self.fused = fused
         """Each attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
-        self.topk_chunks = topk_chunks
-        """Above 1: the step's top-k in two rounds over that many slices of the vocabulary (``split_topk``)."""
-        width = model.config.vocab_size // topk_chunks
-        self.register_buffer("topk_starts", torch.arange(topk_chunks)[:, None] * width, persistent=False)
         self.logits = logits
         """Return (logits (rows, 1, vocab), *present) instead of the top-k and attention: what onnxruntime's own
         BeamSearch operator wants from its decoder (training/export/ort_beam_search.py)."""
@@ -301,10 +266,7 @@ class DecoderStep(nn.Module):
         # k stays a tensor so that the traced graph takes it as an input, not a constant. (Top-k logits
         # minus a log-sum-exp would write less, but onnxruntime's ReduceLogSumExp is 10x slower than LogSoftmax.)
         logprobs = logits.log_softmax(dim=-1)
-        if self.topk_chunks > 1:
-            top_lp, top_ids = split_topk(logprobs, k, cast(Tensor, self.topk_starts))
-        else:
-            top_lp, top_ids = logprobs.topk(k, dim=-1)  # type: ignore[arg-type]
+        top_lp, top_ids = logprobs.topk(k, dim=-1)  # type: ignore[arg-type]
         return (top_lp.reshape(batch, hyps, -1), top_ids.reshape(batch, hyps, -1), attention[0].float(), *present)
 
 

@@ -5,9 +5,6 @@
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
 #   device.sh profile-server [engine-process]  after targets: py-spy stacks of the server's threads under 128
 #                             clients (2 files); with engine-process, of the engine process's
-#   device.sh cuts            join the parts, install, and measure session 28's graph cuts at batch 1 and 128:
-#                             session 27's fused graphs (exported by .gpu/old) against today's (biases inside the
-#                             kernels, fewer mask nodes) and with the top-k split (--gpu-topk split)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
@@ -20,7 +17,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | cuts | floor | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | floor | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -41,7 +38,7 @@ case "$step" in
   targets)
     # Every #23 / #24 target in one run (give it timeout_s 590: its steps' timeouts add up to 545 s, plus the
     # install and one export): what a task's 15 minutes of device time hold after the machine's start and run 1.
-    # At most 8 files come back: this step leaves 6. The measure-* runs below go further, where time is left.
+    # At most 8 files come back: this step leaves 8. The measure-* runs below go further, where time is left.
     setup || exit 3
     timeout 70 python3 -m pytest -m gpu -q -rf -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -8 | tee "$OUT/pytest-gpu.txt"
     # batch 1 ms a sentence, batch 128 tok/s, fp16 against fp32 (speed and identical outputs), CUDA graphs, fused
@@ -55,9 +52,12 @@ case "$step" in
       --systems cuda-fp32,cuda-fp16-static --out "$OUT/targets-base" 2>&1 | quiet
     # the server, as shipped and with CUDA graphs, at 64 and 128 clients (>= 450 sentences/s asked)
     python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
-    # where a batch-1 sentence's time goes with its steps replayed: the replay against the host's work around it
-    timeout 45 python3 -m bench profile-decode --bundle /tmp/bundle --input /tmp/model/test.tsv --provider cuda \
-      --static-step --batch 1 --sentences 32 --repeats 1 --out "$OUT/profile-static-b1" 2>&1 | grep "^| " | head -16
+    # what the static path's own graphs (place, grow, compact: never captured) cost a call at batch 1 and 128, and
+    # node by node where a call's time goes (session 36: a sentence's admission 3.3 ms of a 10.6 ms sentence)
+    for B in 1 128; do
+      PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/admission.py /tmp/bundle /tmp/model/test.tsv $B \
+        --provider cuda 2>&1 | grep -v -E "Warning|^\s*$" | tail -32 | tee "$OUT/admission-b$B.txt"
+    done
     # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps,
     # the models and the scheduler in a process of their own: MT_ENGINE_PROCESS unset is on there since session 27),
     # with two running sets, and with CUDA graphs: their buckets opened at load (MT_STATIC_WARM, session 30; the
@@ -68,46 +68,13 @@ case "$step" in
       --requests 2048 --warmup-requests 256 --deadline 15 --levels 64,128 \
       --servers continuous,continuous:inflight-batches=2,continuous:static-step,continuous:static-step+static-warm=0 \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
-    rm -f "$OUT"/*.png "$OUT"/targets-base.json "$OUT"/profile-static-b1.json ;;
-  cuts)
-    # Run 2 of a session (after part 1; carry [".gpu/p2", ".gpu/whl", ".gpu/model", ".gpu/old"], timeout_s 590; the
-    # steps' timeouts add up to 660 s, their runs to about 480). A replayed batch-1 step of each graph set (bench/gpu_session/replay_floor.py:
-    # its "replay again" line is the graph's own kernels), the kernels of today's fused step, split and not
-    # (bench/gpu_session/kernels.py), a dynamic step without its attention rows (bench/gpu_session/lean_step.py),
-    # pytest -m gpu, and bench gpu at batch 1 and 128. 8 files.
-    setup || exit 3
-    X="--gpu-dtype fp16 --static-step --gpu-attention fused"
-    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
-    (cd .gpu/old && python3 -m training export /tmp/model/model.pt /tmp/fused-s27 $X 2>&1 | quiet | tail -1)
-    python3 -m training export /tmp/model/model.pt /tmp/fused $X 2>&1 | quiet | tail -1
-    python3 -m training export /tmp/model/model.pt /tmp/split $X --gpu-topk split 2>&1 | quiet | tail -1
-    for B in bundle fused-s27 fused split; do
-      echo "== $B" >> "$OUT/replay-floor.txt"
-      PYTHONPATH=.:/tmp/site timeout 50 python3 bench/gpu_session/replay_floor.py /tmp/$B /tmp/model/test.tsv 2>&1 \
-        | quiet | tail -7 | tee -a "$OUT/replay-floor.txt"
-    done
-    for B in fused split; do
-      PYTHONPATH=.:/tmp/site timeout 40 python3 bench/gpu_session/kernels.py /tmp/$B /tmp/model/test.tsv 2>&1 \
-        | quiet | tail -32 > "$OUT/kernels-b1-$B.txt"
-    done
-    for B in bundle fused; do  # a dynamic step with and without the attention rows it reports
-      PYTHONPATH=.:/tmp/site timeout 40 python3 bench/gpu_session/lean_step.py /tmp/$B --provider cuda 2>&1 \
-        | quiet | tail -3 | tee -a "$OUT/lean-step.txt"
-    done
-    timeout 100 python3 -m pytest -m gpu -q -rf -p no:cacheprovider tests/inference/test_cuda.py \
-      tests/training/export/test_split_topk.py 2>&1 | tail -8 | tee "$OUT/pytest-gpu.txt"
-    # with the dynamic fp16w graphs, plain and fused: what the server decodes with on a GPU (its engine process)
-    timeout 230 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
-      --batch-sizes 1,128 --sentences 128 --repeats 2 --out "$OUT/cuts" \
-      --systems cuda-fp16w,cuda-fp16w-fused,cuda-fp16-static,cuda-fp16-fused-static,cuda-fp16-fused-split-static \
-      2>&1 | quiet | tail -16
-    rm -f "$OUT"/*.png ;;
+    rm -f "$OUT"/*.png "$OUT"/targets-base.json ;;
   floor)
     # Run 2 of session 27 (after part 1 on a fresh machine; carry as targets; timeout_s 400): what a replayed
     # batch-1 step is made of (bench/gpu_session/replay_floor.py), plain and fused attention, then the server as it
     # now starts on a GPU (the engine process by default) against the same in one process, 1 to 128 clients
     setup || exit 3
-    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step --gpu-attention plain 2>&1 | quiet | tail -1
     python3 -m training export /tmp/model/model.pt /tmp/fused --gpu-dtype fp16 --static-step --gpu-attention fused \
       2>&1 | quiet | tail -1
     for B in bundle fused; do

@@ -7,12 +7,10 @@
 # time (the machine's start included), the two first runs:
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
-#   or, to measure the graph cuts of session 28 (fewer kernels a step) against session 27's graphs:
-#   run 2: bash bench/gpu_session/device.sh cuts             carry [".gpu/p2", ".gpu/whl", ".gpu/model", ".gpu/old"],
-#          timeout_s 590
-#   run 3, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
-#     (where the server's worker spends a step: py-spy stacks; session 25 ran batch1 there, and the targets run
-#     took 253 s of its 590, so both may fit)
+#   run 3: bash bench/gpu_session/device.sh batch1           (nothing carried: /tmp holds what run 2 set up)
+#   run 4, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
+#     (where the server's worker spends a step: py-spy stacks). Session 36 on an H200: the machine's start with
+#     run 1 took 58 s, targets 336 s and batch1 29 s, 440 s of the 900 with the transfers.
 # and with more time, instead of run 2:
 #   run 2: bash bench/gpu_session/device.sh measure-engine   carry [".gpu/p2", ".gpu/whl", ".gpu/model"]
 #   run 3: bash bench/gpu_session/device.sh measure-more     (nothing carried: /tmp holds what run 2 set up)
@@ -75,7 +73,10 @@ torch.save(payload, sys.argv[2])
 PY
 DATA=${DATA:-data/en-de}  # the corpus: its test sentences and, for the base preset, a 16k vocabulary
 [ -f "$DATA/test.tsv" ] || [ ! -f data/en-de-next/test.tsv ] || DATA=data/en-de-next
-if [ -f "$DATA/test.tsv" ]; then
+if compgen -G "$DATA/test.*.tsv" > /dev/null; then
+  # the test sets by domain, one sentence of each in turn (session 36): the first 128 hold every domain alike
+  $PY -c "import glob, itertools, sys; files = [open(f, encoding='utf-8').read().splitlines() for f in sorted(glob.glob(sys.argv[1] + '/test.*.tsv'))]; print('\n'.join(line for group in itertools.zip_longest(*files) for line in group if line))" "$DATA" > "$G/model/test.tsv"
+elif [ -f "$DATA/test.tsv" ]; then
   cp "$DATA/test.tsv" "$G/model/test.tsv"
 else
   $PY -c "from bench.loadtools import stdlib_sentences; print('\n'.join(stdlib_sentences(400)))" > "$G/model/test.tsv"
@@ -85,10 +86,6 @@ if [ -f "$DATA/train.tsv" ]; then
 else
   echo "no $DATA/train.tsv: no 16k vocabulary, so measure-more skips the base preset"
 fi
-# The code of session 27 (the fused graphs before their biases went into the kernels): `device.sh cuts` exports with
-# it beside this tree's, so that one machine measures both.
-OLD=${OLD_TREE:-4aa5cfd}
-rm -rf "$G/old" && mkdir -p "$G/old" && git archive "$OLD" core inference training | tar -x -C "$G/old"
 # Parts: what travels with every run anyway is the working tree (hide the bundles first).
 tree_kib=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 [ "$tree_kib" -lt 20000 ] || { echo "the working tree is $((tree_kib / 1024)) MiB: run '$0 hide' first"; exit 1; }

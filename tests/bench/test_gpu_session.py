@@ -161,30 +161,31 @@ def test_the_profile_server_run_takes_arguments_the_bench_takes(monkeypatch: pyt
     assert load[load.index("--levels") + 1] == "128" and int(load[load.index("--requests") + 1]) >= 10_000
 
 
-def test_the_cuts_run_takes_arguments_its_tools_take(monkeypatch: pytest.MonkeyPatch) -> None:
-    """device.sh cuts (session 28's graph cuts against session 27's graphs): its exports, its bench and its scripts
-    parse as written, and the bench runs the systems that decide the GPU set's defaults."""
-    import shlex
+def test_the_targets_run_measures_the_admission_graphs_with_a_script_that_exists() -> None:
+    """device.sh targets times the static path's own graphs at batch 1 and 128 (bench/gpu_session/admission.py)."""
+    body = device_step("targets")
+    assert "bench/gpu_session/admission.py /tmp/bundle" in body and "for B in 1 128" in body
+    assert (ROOT / "bench" / "gpu_session" / "admission.py").is_file()
 
-    from training.cli import build_parser
 
-    body = device_step("cuts")
-    x = body.split('X="', 1)[1].split('"', 1)[0]
-    exports = [
-        shlex.split(line[line.index("python3 -m training export") :].split("2>&1")[0].replace("$X", x))[3:]
-        for line in body.splitlines()
-        if "python3 -m training export" in line
-    ]
-    assert len(exports) == 4 and any("--gpu-topk" in words for words in exports)
-    for words in exports:
-        build_parser().parse_args(words)  # exits with status 2 on an unknown flag
-    run = "python3 bench/gpu_session/"
-    scripts = {line.split(run)[1].split()[0] for line in body.splitlines() if run in line}
-    assert scripts == {"replay_floor.py", "kernels.py", "lean_step.py"}
-    assert all((ROOT / "bench" / "gpu_session" / name).is_file() for name in scripts)
-    commands = device_commands("cuts")
-    assert [words[0] for words in commands] == ["gpu"]
-    (gpu,) = commands
-    systems = set(gpu[gpu.index("--systems") + 1].split(","))
-    assert {"cuda-fp16w", "cuda-fp16w-fused", "cuda-fp16-fused-static", "cuda-fp16-fused-split-static"} <= systems
-    _parse_each(commands, monkeypatch)
+def test_the_admission_script_times_and_profiles_the_static_graphs(tiny_static_bundle: Path, tmp_path: Path) -> None:
+    """admission.py on the CPU: each static graph the engine ran has its time a call, and onnxruntime's profile of
+    it lists nodes on the provider that ran them, whose times fit inside the run's."""
+    import json
+
+    from bench.gpu_session.admission import main
+
+    source = tmp_path / "in.tsv"
+    source.write_text("".join(f"{'a b c d e f'[: 2 * n + 1]}\tx\n" for n in range(6)), encoding="utf-8")
+    out = tmp_path / "report.json"
+    assert (
+        main([str(tiny_static_bundle), str(source), "2", "--sentences", "6", "--repeats", "3", "--out", str(out)]) == 0
+    )
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert len(report["passes"]) == 3 and all(p["calls"]["place"] >= 3 for p in report["passes"])
+    place = report["graphs"]["place"]
+    assert place["as run"] > 0 and place["own outputs"] > 0
+    nodes = place["profiled"]["nodes"]
+    assert {row["op"] for row in nodes} >= {"ScatterND", "Pad"}
+    assert {row["provider"] for row in nodes} == {"CPUExecutionProvider"}
+    assert 0 < place["profiled"]["nodes_us"] <= place["profiled"]["run_us"] * 1.05

@@ -37,14 +37,12 @@ from training.export.common import (
     GPU_VARIANT,
     QUANTIZATIONS,
     TOLERANCES,
-    TOPK_KINDS,
     ExportError,
 )
 from training.export.parity import check_parity
 from training.export.trace import pack_static_io, trace_graphs, write_graphs
 from training.export.writer import check_target, tensor_specs
 from training.export.writer import manifest as build_manifest
-from training.incremental import topk_chunks
 from training.model import Transformer
 from training.truecase import build_table, source_lines, write_table
 
@@ -67,8 +65,7 @@ def export_bundle(
     static_step: bool = False,
     pack_static_step: bool = True,
     attention: str = "plain",
-    gpu_attention: str = "plain",
-    gpu_topk: str = "one",
+    gpu_attention: str = "fused",
     scores: dict[str, Any] | None = None,
     calibration: str | Path | None = None,
     calibration_sentences: int = CALIBRATION_SENTENCES,
@@ -85,9 +82,7 @@ def export_bundle(
     step inputs and top-k packed (core/graphs.py ``PACKED_STEP_IDS``) unless ``pack_static_step`` is off (the layout
     of exports before session 25, which the engine still serves).
     ``attention`` / ``gpu_attention``: how the main graphs / the GPU set compute attention, ``plain`` ONNX
-    operators or ``fused`` onnxruntime kernels (training/fused.py). ``gpu_topk``: the GPU set's decoder steps take
-    their top-k with one TopK (``one``) or in two rounds over slices of the vocabulary (``split``,
-    training/incremental.py ``split_topk``). ``int8-static`` quantizations calibrate on
+    operators or ``fused`` onnxruntime kernels (training/fused.py). ``int8-static`` quantizations calibrate on
     ``calibration_sentences`` sentences of ``calibration`` (a TSV or one sentence a line; default: the file the
     checkpoint was trained on), translated by the fp32 graphs (training/export/static_int8.py).
     """
@@ -104,10 +99,6 @@ def export_bundle(
     for option, kind in (("--attention", attention), ("--gpu-attention", gpu_attention)):
         if kind not in ATTENTION_KINDS:
             raise ExportError(f"{option} {kind!r}: use one of {', '.join(ATTENTION_KINDS)}")
-    if gpu_topk not in TOPK_KINDS:
-        raise ExportError(f"--gpu-topk {gpu_topk!r}: use one of {', '.join(TOPK_KINDS)}")
-    if gpu_topk != "one" and gpu_dtype == "none":
-        raise ExportError("--gpu-topk is how the GPU set takes its top-k: name its dtype with --gpu-dtype too")
     if opset < DEFAULT_OPSET:
         raise ExportError(f"opset={opset}: the graphs need opset {DEFAULT_OPSET} or later (LayerNormalization)")
     out = Path(out_dir)
@@ -165,7 +156,6 @@ def export_bundle(
                 static=static_step,
                 attention=gpu_attention,
                 pack_encoder=False,
-                topk=gpu_topk,
             )
             write_graphs(model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
             if static_step and pack_static_step:  # after the dtype conversion: the ids never pass through fp16
@@ -191,7 +181,6 @@ def export_bundle(
             variants[GPU_VARIANT] = {
                 "dtype": gpu_dtype,
                 "attention": gpu_attention,
-                "topk": gpu_topk if topk_chunks(config.model.vocab_size, config.model.max_positions) > 1 else "one",
                 "encoder": "padded",  # EncoderGraph.pack off: no NonZero, gathers or scatters on the GPU
                 "provider": "CUDAExecutionProvider",
                 "graphs": {

@@ -16,7 +16,6 @@ from training.export.common import (
     GPU_DTYPES,
     QUANTIZATIONS,
     TOLERANCES,
-    TOPK_KINDS,
     ExportError,
 )
 
@@ -53,7 +52,6 @@ def _run(args: argparse.Namespace) -> int:
         static_step=args.static_step,
         attention=args.attention,
         gpu_attention=args.gpu_attention,
-        gpu_topk=args.gpu_topk,
         scores=scores_arg(args.scores),
         calibration=args.calibration,
         calibration_sentences=args.calibration_sentences,
@@ -140,17 +138,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--gpu-attention",
         choices=ATTENTION_KINDS,
-        default="plain",
-        help="the same for the GPU set (with --gpu-dtype), where fewer nodes mean fewer kernel launches a step. "
-        "Default: plain",
-    )
-    p.add_argument(
-        "--gpu-topk",
-        choices=TOPK_KINDS,
-        default="one",
-        help="how the GPU set's decoder steps take their top-k: one TopK over the vocabulary, or split: the best of "
-        "each of up to 16 slices of it, then the best of those (the same ids; on CUDA a slice is a block of threads, "
-        "a whole row one). Default: one",
+        default="fused",
+        help="the same for the GPU set (with --gpu-dtype), where fewer nodes mean fewer kernel launches a step: "
+        "1.10x plain graphs at batch 1 on an H200 (docs/inference-core.md, session 36). Default: fused",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(

@@ -26,9 +26,6 @@ TOLERANCES = {"fp32": 1e-3, "fp16": 0.1, "fp16w": 0.1, "int8": 1.0}
 ATTENTION_KINDS = ("fused", "plain")
 """``--attention``: fused (onnxruntime's MultiHeadAttention and SkipLayerNormalization kernels, the default) or
 plain (standard ONNX operators only, for runtimes other than onnxruntime)."""
-TOPK_KINDS = ("one", "split")
-"""How a decoder step takes its top-k: one TopK over the vocabulary, or two rounds over slices of it
-(training/incremental.py ``split_topk``)."""
 GPU_VARIANT = "cuda"
 """Where ``--gpu-dtype`` puts a second set of graphs, and its key in the manifest's ``variants``."""
 

@@ -15,11 +15,11 @@ import torch
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import FLOAT, PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK, STATIC_EXTRAS, TensorSpec
 from training.export import static_int8
-from training.export.common import ATTENTION_KINDS, TOPK_KINDS
+from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
 from training.export.weights import share_weights
 from training.fused import drop_unused_outputs, fuse_skip_layer_norm
-from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec, topk_chunks
+from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec
 from training.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,6 @@ def trace_graphs(
     static: bool = False,
     attention: str = "fused",
     pack_encoder: bool = True,
-    topk: str = "one",
 ) -> None:
     """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx.
     ``pack_encoder``: the encoder skips padding in its position-wise work (the CPU's choice; the GPU set's is not
@@ -66,26 +65,19 @@ def trace_graphs(
 
     ``attention="fused"``: every attention is one onnxruntime ``MultiHeadAttention`` node and every residual
     addition is fused with the layer norm that reads it (training/fused.py); ``"plain"``: standard ONNX
-    operators only, as the model writes them.
-
-    ``topk="split"``: the decoder steps take their top-k in two rounds over slices of the vocabulary
-    (``split_topk``; ``topk_chunks`` says how many, 1 where the vocabulary has no fitting split)."""
+    operators only, as the model writes them."""
     if attention not in ATTENTION_KINDS:
         raise ValueError(f"attention={attention!r}: use one of {', '.join(ATTENTION_KINDS)}")
-    if topk not in TOPK_KINDS:
-        raise ValueError(f"topk={topk!r}: use one of {', '.join(TOPK_KINDS)}")
     fused = attention == "fused"
-    cfg = model.config
-    chunks = topk_chunks(cfg.vocab_size, cfg.max_positions) if topk == "split" else 1
     graphs = [
         ("encoder", EncoderGraph(model, fused=fused, pack=pack_encoder), encoder_example(model)),
-        ("decoder", DecoderStep(model, attention_layer, fused=fused, topk_chunks=chunks), decoder_example(model)),
+        ("decoder", DecoderStep(model, attention_layer, fused=fused), decoder_example(model)),
     ]
     if static:  # its example cache is wider than every example position: the static cache's rule
         graphs.append(
             (
                 "static_decoder",
-                DecoderStep(model, attention_layer, static=True, fused=fused, topk_chunks=chunks),
+                DecoderStep(model, attention_layer, static=True, fused=fused),
                 decoder_example(model, step=5),
             )
         )
@@ -167,7 +159,7 @@ def k_on_the_host(model: onnx.ModelProto) -> None:
     with a Memcpy node cannot be captured as a CUDA graph (measured on an H200 with onnxruntime 1.31: "cannot use
     the graph capture feature ... all compute graph nodes have not been partitioned to the
     CUDAExecutionProvider"). The engine feeds ``k`` in the shape the graph declares, so older bundles (a scalar
-    ``k``) still load. A split top-k has two TopKs, both rewired."""
+    ``k``) still load."""
     graph = model.graph
     (k_input,) = [i for i in graph.input if i.name == "k"]
     producers = {out: node for node in graph.node for out in node.output}
@@ -180,8 +172,8 @@ def k_on_the_host(model: onnx.ModelProto) -> None:
             raise ValueError(f"TopK {node.name} reads k through {reshape.op_type if reshape else 'nothing'}")
         node.input[1] = "k"
         rewired += 1
-    if rewired not in (1, 2):  # two: a split top-k (training/incremental.py ``split_topk``)
-        raise ValueError(f"expected one or two TopKs reading k, found {rewired}")
+    if rewired != 1:
+        raise ValueError(f"expected one TopK reading k, found {rewired}")
     while True:  # the Reshape left without readers, and the shape constant it read
         used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
         dead = [n for n in graph.node if n.op_type in ("Reshape", "Unsqueeze", "Constant") and n.output[0] not in used]
