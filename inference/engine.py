@@ -633,12 +633,13 @@ class Engine:
             return
         log.info(
             "static steps: opened %d buckets of up to %d sentences (%d MiB of buffers, %d step graphs, %d encoder "
-            "buckets%s) in %.1f s; %d larger ones open on first use",
+            "buckets and %d encoder bindings into buffers%s) in %.1f s; %d larger ones open on first use",
             done.buckets,
             self.static_warm,
             done.nbytes >> 20,
             done.bindings,
             done.encoders,
+            done.into,
             ", captured as CUDA graphs" if self.cuda_graph else "",
             time.monotonic() - started,
             done.skipped,

@@ -145,6 +145,17 @@ class _Binding:
 
 
 @dataclass
+class _EncoderInto:
+    """An encoder bucket's session bound to write its outputs straight into a ``Buffers``' memory (a graph id of
+    its own on CUDA): an empty set's admission then needs no ``place``."""
+
+    binding: Any
+    run_options: Any
+    runs: dict[int, int] = field(default_factory=dict)
+    """runs so far per thread, as ``_Binding.runs``"""
+
+
+@dataclass
 class Buffers:
     """Every device tensor of one bucket, and the bindings (one per k and cache parity) that point at them."""
 
@@ -156,6 +167,8 @@ class Buffers:
     """the step's host-written inputs by name: ``step_ids`` (a packed static decoder), or tokens, positions and
     reorder"""
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
+    into: dict[tuple[int, int], _EncoderInto] = field(default_factory=dict)
+    """per encoder bucket (batch, width) of these slots and width: its binding that writes into ``memory``"""
     nbytes: int = 0
     """device bytes of all the tensors"""
     host: np.ndarray = field(kw_only=True)
@@ -209,7 +222,7 @@ class EncoderBucket:
                 )
                 for _ in engine.memory_names[1:]
             ]
-        self.session, self.batch, self.width = session, batch, width
+        self.engine, self.session, self.batch, self.width = engine, session, batch, width
         self.binding = _C.SessionIOBinding(session._sess)
         self.binding.bind_ortvalue_input("src_ids", self.src._ortvalue)
         for name, value in zip(engine.memory_names, self.memory, strict=True):
@@ -221,15 +234,39 @@ class EncoderBucket:
         self.lock = threading.Lock()
         self.runs: dict[int, int] = {}
         """runs so far per thread, as ``_Binding.runs``"""
+        self._graph_ids = 1  # 1 is this bucket's own binding's
 
-    def run(self, src: np.ndarray, cuda_graph: bool) -> None:
-        """Encode ``src`` (batch, width) into ``memory``; the caller holds ``lock``."""
-        thread, capturing = _captures(self.runs, cuda_graph)
+    def run(self, src: np.ndarray, cuda_graph: bool, into: Buffers | None = None) -> None:
+        """Encode ``src`` (batch, width) into ``memory``, or into the memory of ``into`` (buffers of this bucket's
+        batch as slots and its width: :meth:`_into`); the caller holds ``lock``."""
+        binding, run_options, runs = self.binding, self.run_options, self.runs
+        if into is not None:
+            target = self._into(into)
+            binding, run_options, runs = target.binding, target.run_options, target.runs
+        thread, capturing = _captures(runs, cuda_graph)
         with GATE.shared():
             self.src.update_inplace(src)
         with GATE.exclusive() if capturing else GATE.shared():
-            self.session._sess.run_with_iobinding(self.binding, self.run_options)
-        self.runs[thread] = self.runs.get(thread, 0) + 1
+            self.session._sess.run_with_iobinding(binding, run_options)
+        runs[thread] = runs.get(thread, 0) + 1
+
+    def _into(self, buffers: Buffers) -> _EncoderInto:
+        """This bucket's binding that writes into ``buffers``' memory, made on first use and kept with the buffers
+        (freed with them; its graph id is never used again)."""
+        assert (buffers.dims.slots, buffers.dims.width) == (self.batch, self.width)
+        found = buffers.into.get((self.batch, self.width))
+        if found is None:
+            binding = _C.SessionIOBinding(self.session._sess)
+            binding.bind_ortvalue_input("src_ids", self.src._ortvalue)
+            for name, value in zip(self.engine.memory_names, buffers.memory, strict=True):
+                binding.bind_ortvalue_output(name, value._ortvalue)
+            run_options = None
+            if self.engine.cuda_graph:
+                self._graph_ids += 1
+                run_options = ort.RunOptions()
+                run_options.add_run_config_entry("gpu_graph_id", str(self._graph_ids))
+            found = buffers.into[(self.batch, self.width)] = _EncoderInto(binding, run_options)
+        return found
 
 
 class BufferPool:
@@ -440,10 +477,18 @@ class StaticState:
             src[: len(sources), :width] = engine.source_batch(sources)
             encoder = engine.static_pool.encoder(*src.shape)
             with encoder.lock:
-                encoder.run(src, engine.cuda_graph)
-                inputs: dict[str, Any] = {**memory, "slots": np.array(free[:encoder_batch], dtype=np.int64)}
-                inputs |= {"new_" + n: v._ortvalue for n, v in zip(engine.memory_names, encoder.memory, strict=True)}
-                engine.run_graph("place", inputs, [], bound=bound)
+                if not self.slot_of and src.shape == (buffers.dims.slots, buffers.dims.width):
+                    # An empty set whose buffers are the bucket's size (a sentence translated alone, a batch
+                    # admitted whole): the encoder writes into them, and no place runs (on an H200 a place call
+                    # cost ~2.9 ms, a replayed encoder 0.46: docs/inference-core.md, session 36).
+                    encoder.run(src, engine.cuda_graph, into=buffers)
+                else:
+                    encoder.run(src, engine.cuda_graph)
+                    inputs: dict[str, Any] = {**memory, "slots": np.array(free[:encoder_batch], dtype=np.int64)}
+                    inputs |= {
+                        "new_" + n: v._ortvalue for n, v in zip(engine.memory_names, encoder.memory, strict=True)
+                    }
+                    engine.run_graph("place", inputs, [], bound=bound)
         else:
             new = engine.run_graph("encoder", {"src_ids": engine.source_batch(sources)}, engine.memory_names)
             inputs = {**memory, "slots": np.array(slots, dtype=np.int64)}
@@ -649,11 +694,13 @@ ones (up to ~1.2 GiB each for the default model at 128 sentences and 256 columns
 
 @dataclass
 class Warmed:
-    """What :func:`warm` opened: buckets (decoder sessions with their buffers), step bindings, encoder buckets."""
+    """What :func:`warm` opened: buckets (decoder sessions with their buffers), step bindings, encoder buckets, and
+    encoder bindings that write into a bucket's buffers (an empty set's admission: ``StaticState.admit``)."""
 
     buckets: int = 0
     bindings: int = 0
     encoders: int = 0
+    into: int = 0
     nbytes: int = 0
     skipped: int = 0
     """buckets of the ladder past ``budget``: they open on first use, as without a warm-up"""
@@ -737,6 +784,17 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                         for _ in range(CAPTURE_RUNS):
                             encoder.run(src, engine.cuda_graph)
                     done.encoders += 1
+            for buffers in opened:  # the buckets an empty set's admission takes, its encoder writing into them
+                d = buffers.dims
+                if d.hyps != MIN_HYPS or d.columns != MIN_COLUMNS:
+                    continue
+                encoder = pool.encoder(d.slots, d.width)
+                src = np.full((d.slots, d.width), engine.pad_id, dtype=np.int64)
+                src[:, 0] = engine.eos_id  # one-EOS rows: finite, and overwritten by the first admission
+                with encoder.lock:
+                    for _ in range(CAPTURE_RUNS):
+                        encoder.run(src, engine.cuda_graph, into=buffers)
+                done.into += 1
     finally:
         for buffers in sorted(opened, key=lambda b: -b.nbytes):
             pool.release(buffers)

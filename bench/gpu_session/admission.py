@@ -7,7 +7,8 @@ Session 36 on an H200 found a sentence's admission at batch 1 taking 3.3 ms of a
 (``static_host.py``: the static encoder 0.46 ms, the graphs run by ``Engine.run_graph`` 2.9 ms), where the same
 ``place`` takes 0.25-0.29 ms on the 2-core CPU: a few scatters of small tensors should cost microseconds on a GPU.
 This decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps (three passes after one that
-opens the buckets) and prints each graph's milliseconds a call. Then, with the inputs of each graph's last call:
+opens the buckets), then as a server's running set admits (one sentence every other step), and prints each graph's
+milliseconds a call. Then, with the inputs of each graph's last call:
 
 - ``as run``: the call as the engine makes it (IO binding, its outputs written into the inputs' buffers), repeated;
 - ``own outputs``: the same with outputs onnxruntime allocates (is writing in place the cost?);
@@ -121,6 +122,22 @@ def main(argv: list[str]) -> int:
             report["passes"].append({"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)})
             shares = ", ".join(f"{r} {per_call[r]:.3f} ms x{calls[r]} ({seconds[r] / wall:.0%})" for r in per_call)
             print(f"batch {args.batch}: {len(texts)} sentences in {wall:.2f} s; a call: {shares}", flush=True)
+    # As a server's running set admits: one sentence every other step beside the running ones (``place``, since
+    # session 36 skipped where an empty set's buffers are its encoder bucket's size).
+    seconds.clear()
+    calls.clear()
+    running, pending, step = engine.running_set(), list(enumerate(texts)), 0
+    started = time.perf_counter()
+    while pending or running:
+        if pending and step % 2 == 0:
+            running.admit([(*pending.pop(0), options)])
+        running.step()
+        step += 1
+    wall = time.perf_counter() - started
+    per_call = {role: round(seconds[role] / calls[role] * 1e3, 3) for role in calls}
+    report["mid-run"] = {"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)}
+    shares = ", ".join(f"{r} {per_call[r]:.3f} ms x{calls[r]} ({seconds[r] / wall:.0%})" for r in per_call)
+    print(f"admitted mid-run: {len(texts)} sentences in {wall:.2f} s; a call: {shares}", flush=True)
     graphs: dict[str, Any] = {}
     for role in (r for r in ROLES if r in last):
         inputs, outputs, bound = last[role]
