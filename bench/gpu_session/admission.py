@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROLES = ("place", "grow", "compact")
 
@@ -58,7 +59,7 @@ def profile_nodes(path: str) -> dict[str, Any]:
             kinds[name] = (str(args.get("op_name", "?")), str(args.get("provider", "?")))
     rows = sorted(
         ({"node": n, "op": kinds[n][0], "provider": kinds[n][1], "us": statistics.mean(d)} for n, d in nodes.items()),
-        key=lambda row: -row["us"],
+        key=lambda row: -float(row["us"]),
     )
     run = statistics.mean(runs[1:] or runs) if runs else 0.0
     return {"run_us": run, "nodes_us": sum(row["us"] for row in rows), "nodes": rows}
@@ -100,84 +101,84 @@ def main(argv: list[str]) -> int:
 
     encode = static_state.EncoderBucket.run
 
-    def encoder_timed(self: Any, src: Any, cuda_graph: bool) -> None:
+    def encoder_timed(self: Any, src: Any, cuda_graph: bool, into: Any = None) -> None:
         started = time.perf_counter()
-        encode(self, src, cuda_graph)
+        encode(self, src, cuda_graph, into)
         seconds["static encoder"] += time.perf_counter() - started
         calls["static encoder"] += 1
 
     engine.run_graph = timed  # type: ignore[method-assign]
-    static_state.EncoderBucket.run = encoder_timed  # type: ignore[method-assign]
-    options = DecodeOptions(beam_size=4)
-    report: dict[str, Any] = {"bundle": args.bundle, "provider": args.provider, "batch": args.batch, "passes": []}
-    for attempt in range(4):
+    with mock.patch.object(static_state.EncoderBucket, "run", encoder_timed):  # undone after, whatever happens
+        options = DecodeOptions(beam_size=4)
+        report: dict[str, Any] = {"bundle": args.bundle, "provider": args.provider, "batch": args.batch, "passes": []}
+        for attempt in range(4):
+            seconds.clear()
+            calls.clear()
+            started = time.perf_counter()
+            for start in range(0, len(texts), args.batch):
+                engine.translate(texts[start : start + args.batch], options)
+            wall = time.perf_counter() - started
+            if attempt:  # the first pass opens the buckets
+                per_call = {role: round(seconds[role] / calls[role] * 1e3, 3) for role in calls}
+                report["passes"].append({"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)})
+                shares = ", ".join(f"{r} {per_call[r]:.3f} ms x{calls[r]} ({seconds[r] / wall:.0%})" for r in per_call)
+                print(f"batch {args.batch}: {len(texts)} sentences in {wall:.2f} s; a call: {shares}", flush=True)
+        # As a server's running set admits: one sentence every other step beside the running ones (``place``, since
+        # session 36 skipped where an empty set's buffers are its encoder bucket's size).
         seconds.clear()
         calls.clear()
+        running, pending, step = engine.running_set(), list(enumerate(texts)), 0
         started = time.perf_counter()
-        for start in range(0, len(texts), args.batch):
-            engine.translate(texts[start : start + args.batch], options)
+        while pending or running:
+            if pending and step % 2 == 0:
+                running.admit([(*pending.pop(0), options)])
+            running.step()
+            step += 1
         wall = time.perf_counter() - started
-        if attempt:  # the first pass opens the buckets
-            per_call = {role: round(seconds[role] / calls[role] * 1e3, 3) for role in calls}
-            report["passes"].append({"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)})
-            shares = ", ".join(f"{r} {per_call[r]:.3f} ms x{calls[r]} ({seconds[r] / wall:.0%})" for r in per_call)
-            print(f"batch {args.batch}: {len(texts)} sentences in {wall:.2f} s; a call: {shares}", flush=True)
-    # As a server's running set admits: one sentence every other step beside the running ones (``place``, since
-    # session 36 skipped where an empty set's buffers are its encoder bucket's size).
-    seconds.clear()
-    calls.clear()
-    running, pending, step = engine.running_set(), list(enumerate(texts)), 0
-    started = time.perf_counter()
-    while pending or running:
-        if pending and step % 2 == 0:
-            running.admit([(*pending.pop(0), options)])
-        running.step()
-        step += 1
-    wall = time.perf_counter() - started
-    per_call = {role: round(seconds[role] / calls[role] * 1e3, 3) for role in calls}
-    report["mid-run"] = {"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)}
-    shares = ", ".join(f"{r} {per_call[r]:.3f} ms x{calls[r]} ({seconds[r] / wall:.0%})" for r in per_call)
-    print(f"admitted mid-run: {len(texts)} sentences in {wall:.2f} s; a call: {shares}", flush=True)
-    graphs: dict[str, Any] = {}
-    for role in (r for r in ROLES if r in last):
-        inputs, outputs, bound = last[role]
-        written = [o.name for o in engine.raw_sessions[role].outputs_meta]
-        entry: dict[str, Any] = {
-            "as run": _median_ms(functools.partial(run_graph, role, inputs, outputs, 0, bound), args.repeats),
-            "own outputs": _median_ms(functools.partial(run_graph, role, inputs, written), args.repeats),
-        }
-        with tempfile.TemporaryDirectory() as tmp:
-            opts = engine.session_options()
-            opts.enable_profiling = True
-            opts.profile_file_prefix = str(Path(tmp) / role)
-            assert engine.encoder_path is not None  # a static engine's graphs lie beside its encoder
-            path = engine.encoder_path.parent / f"{role}.onnx"
-            session = ort.InferenceSession(str(path), opts, providers=list(engine.providers))
-            for _ in range(args.repeats):
-                binding = _C.SessionIOBinding(session._sess)
-                for name, value in inputs.items():
-                    if isinstance(value, np.ndarray):
-                        binding.bind_input(name, value)
-                    else:
-                        binding.bind_ortvalue_input(name, value)
-                for name, value in bound.items():
-                    binding.bind_ortvalue_output(name, value)
-                for name in (o for o in outputs if o not in bound):
-                    binding.bind_output(name, engine.c_device)
-                session._sess.run_with_iobinding(binding, None)
-            entry["profiled"] = profile_nodes(session.end_profiling())
-        graphs[role] = entry
-        prof = entry["profiled"]
-        print(
-            f"{role}: as run {entry['as run']:.3f} ms, own outputs {entry['own outputs']:.3f} ms; profiled run "
-            f"{prof['run_us']:.0f} us, its nodes {prof['nodes_us']:.0f} us",
-            flush=True,
-        )
-        for row in prof["nodes"][:8]:
-            print(f"    {row['us']:8.1f} us  {row['op']:<12} {row['provider']:<24} {row['node']}")
-    report["graphs"] = graphs
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        per_call = {role: round(seconds[role] / calls[role] * 1e3, 3) for role in calls}
+        report["mid-run"] = {"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)}
+        shares = ", ".join(f"{r} {per_call[r]:.3f} ms x{calls[r]} ({seconds[r] / wall:.0%})" for r in per_call)
+        print(f"admitted mid-run: {len(texts)} sentences in {wall:.2f} s; a call: {shares}", flush=True)
+        graphs: dict[str, Any] = {}
+        for role in (r for r in ROLES if r in last):
+            inputs, outputs, bound = last[role]
+            written = [o.name for o in engine.raw_sessions[role].outputs_meta]
+            entry: dict[str, Any] = {
+                "as run": _median_ms(functools.partial(run_graph, role, inputs, outputs, 0, bound), args.repeats),
+                "own outputs": _median_ms(functools.partial(run_graph, role, inputs, written), args.repeats),
+            }
+            with tempfile.TemporaryDirectory() as tmp:
+                opts = engine.session_options()
+                opts.enable_profiling = True
+                opts.profile_file_prefix = str(Path(tmp) / role)
+                assert engine.encoder_path is not None  # a static engine's graphs lie beside its encoder
+                path = engine.encoder_path.parent / f"{role}.onnx"
+                session = ort.InferenceSession(str(path), opts, providers=list(engine.providers))
+                for _ in range(args.repeats):
+                    binding = _C.SessionIOBinding(session._sess)
+                    for name, value in inputs.items():
+                        if isinstance(value, np.ndarray):
+                            binding.bind_input(name, value)
+                        else:
+                            binding.bind_ortvalue_input(name, value)
+                    for name, value in bound.items():
+                        binding.bind_ortvalue_output(name, value)
+                    for name in (o for o in outputs if o not in bound):
+                        binding.bind_output(name, engine.c_device)
+                    session._sess.run_with_iobinding(binding, None)
+                entry["profiled"] = profile_nodes(session.end_profiling())
+            graphs[role] = entry
+            prof = entry["profiled"]
+            print(
+                f"{role}: as run {entry['as run']:.3f} ms, own outputs {entry['own outputs']:.3f} ms; profiled run "
+                f"{prof['run_us']:.0f} us, its nodes {prof['nodes_us']:.0f} us",
+                flush=True,
+            )
+            for row in prof["nodes"][:8]:
+                print(f"    {row['us']:8.1f} us  {row['op']:<12} {row['provider']:<24} {row['node']}")
+        report["graphs"] = graphs
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
