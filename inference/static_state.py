@@ -145,9 +145,9 @@ class _Binding:
 
 
 @dataclass
-class _EncoderInto:
-    """An encoder bucket's session bound to write its outputs straight into a ``Buffers``' memory (a graph id of
-    its own on CUDA): an empty set's admission then needs no ``place``."""
+class _EncoderBinding:
+    """An encoder bucket's session bound to read its ``src`` and write one set of memory tensors: its own, or a
+    ``Buffers``' (an empty set's admission then needs no ``place``); on CUDA with a graph id of its own."""
 
     binding: Any
     run_options: Any
@@ -167,8 +167,8 @@ class Buffers:
     """the step's host-written inputs by name: ``step_ids`` (a packed static decoder), or tokens, positions and
     reorder"""
     bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
-    into: dict[tuple[int, int], _EncoderInto] = field(default_factory=dict)
-    """per encoder bucket (batch, width) of these slots and width: its binding that writes into ``memory``"""
+    into: _EncoderBinding | None = None
+    """the binding of the encoder bucket of these slots and width that writes into ``memory``, once used"""
     nbytes: int = 0
     """device bytes of all the tensors"""
     host: np.ndarray = field(kw_only=True)
@@ -223,50 +223,46 @@ class EncoderBucket:
                 for _ in engine.memory_names[1:]
             ]
         self.engine, self.session, self.batch, self.width = engine, session, batch, width
-        self.binding = _C.SessionIOBinding(session._sess)
-        self.binding.bind_ortvalue_input("src_ids", self.src._ortvalue)
-        for name, value in zip(engine.memory_names, self.memory, strict=True):
-            self.binding.bind_ortvalue_output(name, value._ortvalue)
-        self.run_options = None
-        if engine.cuda_graph:
-            self.run_options = ort.RunOptions()
-            self.run_options.add_run_config_entry("gpu_graph_id", "1")
+        self._graph_ids = 0
+        self.own = self._bound(self.memory)
         self.lock = threading.Lock()
-        self.runs: dict[int, int] = {}
-        """runs so far per thread, as ``_Binding.runs``"""
-        self._graph_ids = 1  # 1 is this bucket's own binding's
+
+    @property
+    def runs(self) -> dict[int, int]:
+        """Runs of its own binding so far per thread, as ``_Binding.runs``."""
+        return self.own.runs
 
     def run(self, src: np.ndarray, cuda_graph: bool, into: Buffers | None = None) -> None:
         """Encode ``src`` (batch, width) into ``memory``, or into the memory of ``into`` (buffers of this bucket's
         batch as slots and its width: :meth:`_into`); the caller holds ``lock``."""
-        binding, run_options, runs = self.binding, self.run_options, self.runs
-        if into is not None:
-            target = self._into(into)
-            binding, run_options, runs = target.binding, target.run_options, target.runs
-        thread, capturing = _captures(runs, cuda_graph)
+        target = self.own if into is None else self._into(into)
+        thread, capturing = _captures(target.runs, cuda_graph)
         with GATE.shared():
             self.src.update_inplace(src)
         with GATE.exclusive() if capturing else GATE.shared():
-            self.session._sess.run_with_iobinding(binding, run_options)
-        runs[thread] = runs.get(thread, 0) + 1
+            self.session._sess.run_with_iobinding(target.binding, target.run_options)
+        target.runs[thread] = target.runs.get(thread, 0) + 1
 
-    def _into(self, buffers: Buffers) -> _EncoderInto:
+    def _bound(self, memory: list[ort.OrtValue]) -> _EncoderBinding:
+        """A binding of the session that reads ``src`` and writes ``memory``, with the next CUDA graph id."""
+        binding = _C.SessionIOBinding(self.session._sess)
+        binding.bind_ortvalue_input("src_ids", self.src._ortvalue)
+        for name, value in zip(self.engine.memory_names, memory, strict=True):
+            binding.bind_ortvalue_output(name, value._ortvalue)
+        run_options = None
+        if self.engine.cuda_graph:
+            self._graph_ids += 1
+            run_options = ort.RunOptions()
+            run_options.add_run_config_entry("gpu_graph_id", str(self._graph_ids))
+        return _EncoderBinding(binding, run_options)
+
+    def _into(self, buffers: Buffers) -> _EncoderBinding:
         """This bucket's binding that writes into ``buffers``' memory, made on first use and kept with the buffers
         (freed with them; its graph id is never used again)."""
         assert (buffers.dims.slots, buffers.dims.width) == (self.batch, self.width)
-        found = buffers.into.get((self.batch, self.width))
-        if found is None:
-            binding = _C.SessionIOBinding(self.session._sess)
-            binding.bind_ortvalue_input("src_ids", self.src._ortvalue)
-            for name, value in zip(self.engine.memory_names, buffers.memory, strict=True):
-                binding.bind_ortvalue_output(name, value._ortvalue)
-            run_options = None
-            if self.engine.cuda_graph:
-                self._graph_ids += 1
-                run_options = ort.RunOptions()
-                run_options.add_run_config_entry("gpu_graph_id", str(self._graph_ids))
-            found = buffers.into[(self.batch, self.width)] = _EncoderInto(binding, run_options)
-        return found
+        if buffers.into is None:
+            buffers.into = self._bound(buffers.memory)
+        return buffers.into
 
 
 class BufferPool:

@@ -155,7 +155,7 @@ def test_the_runs_that_capture_are_exclusive_once_per_binding_and_thread(capturi
 
     def capturing_runs(thread: int) -> int:
         kept = [buffers for free in pool._free.values() for buffers in free]
-        graphs = [b for buffers in kept for b in [*buffers.bindings.values(), *buffers.into.values()]]
+        graphs = [b for buffers in kept for b in [*buffers.bindings.values(), *filter(None, [buffers.into])]]
         runs = [graph.runs.get(thread, 0) for graph in [*graphs, *pool._encoders.values()]]
         return sum(min(n, CAPTURE_RUNS) for n in runs)
 
