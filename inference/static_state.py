@@ -770,27 +770,26 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
             opened.append(buffers)  # a bucket that failed half-way is not kept: its buffers are freed with it
             done.buckets, done.nbytes = done.buckets + 1, done.nbytes + size
         if engine.static_encoder:
+
+            def capture(batch: int, width: int, into: Buffers | None = None) -> None:
+                """The encoder bucket's runs until captured, on one-EOS rows (finite; an admission overwrites them)."""
+                encoder = pool.encoder(batch, width)
+                src = np.full((batch, width), engine.pad_id, dtype=np.int64)
+                src[:, 0] = engine.eos_id
+                with encoder.lock:
+                    for _ in range(CAPTURE_RUNS):
+                        encoder.run(src, engine.cuda_graph, into)
+
             widths = sorted({b.dims.width for b in opened})
             for batch in sorted({b.dims.slots for b in opened}):
                 for width in widths:
-                    encoder = pool.encoder(batch, width)
-                    src = np.full((batch, width), engine.pad_id, dtype=np.int64)
-                    src[:, 0] = engine.eos_id
-                    with encoder.lock:
-                        for _ in range(CAPTURE_RUNS):
-                            encoder.run(src, engine.cuda_graph)
+                    capture(batch, width)
                     done.encoders += 1
             for buffers in opened:  # the buckets an empty set's admission takes, its encoder writing into them
                 d = buffers.dims
-                if d.hyps != MIN_HYPS or d.columns != MIN_COLUMNS:
-                    continue
-                encoder = pool.encoder(d.slots, d.width)
-                src = np.full((d.slots, d.width), engine.pad_id, dtype=np.int64)
-                src[:, 0] = engine.eos_id  # one-EOS rows: finite, and overwritten by the first admission
-                with encoder.lock:
-                    for _ in range(CAPTURE_RUNS):
-                        encoder.run(src, engine.cuda_graph, into=buffers)
-                done.into += 1
+                if d.hyps == MIN_HYPS and d.columns == MIN_COLUMNS:
+                    capture(d.slots, d.width, buffers)
+                    done.into += 1
     finally:
         for buffers in sorted(opened, key=lambda b: -b.nbytes):
             pool.release(buffers)
