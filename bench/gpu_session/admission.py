@@ -57,12 +57,13 @@ def profile_nodes(path: str) -> dict[str, Any]:
             args = event.get("args", {})
             nodes[name].append(float(event["dur"]))
             kinds[name] = (str(args.get("op_name", "?")), str(args.get("provider", "?")))
-    rows = sorted(
-        ({"node": n, "op": kinds[n][0], "provider": kinds[n][1], "us": statistics.mean(d)} for n, d in nodes.items()),
-        key=lambda row: -float(row["us"]),
-    )
+    means = {name: statistics.mean(durations) for name, durations in nodes.items()}
+    rows = [
+        {"node": n, "op": kinds[n][0], "provider": kinds[n][1], "us": us}
+        for n, us in sorted(means.items(), key=lambda item: -item[1])
+    ]
     run = statistics.mean(runs) if runs else 0.0  # over every run, as the nodes' means are
-    return {"run_us": run, "nodes_us": sum(row["us"] for row in rows), "nodes": rows}
+    return {"run_us": run, "nodes_us": sum(means.values()), "nodes": rows}
 
 
 def main(argv: list[str]) -> int:
@@ -113,9 +114,9 @@ def main(argv: list[str]) -> int:
         return {"seconds": wall, "ms_a_call": per_call, "calls": dict(calls)}
 
     engine.run_graph = timed  # type: ignore[method-assign]
+    options = DecodeOptions(beam_size=4)
+    report: dict[str, Any] = {"bundle": args.bundle, "provider": args.provider, "batch": args.batch, "passes": []}
     with mock.patch.object(static_state.EncoderBucket, "run", encoder_timed):  # undone after, whatever happens
-        options = DecodeOptions(beam_size=4)
-        report: dict[str, Any] = {"bundle": args.bundle, "provider": args.provider, "batch": args.batch, "passes": []}
         for attempt in range(4):
             seconds.clear()
             calls.clear()
@@ -137,37 +138,37 @@ def main(argv: list[str]) -> int:
             running.step()
             step += 1
         report["mid-run"] = summary("admitted mid-run", time.perf_counter() - started)
-        graphs: dict[str, Any] = {}
-        for role in (r for r in ROLES if r in last):
-            inputs, outputs, bound = last[role]
-            written = [o.name for o in engine.raw_sessions[role].outputs_meta]
-            entry: dict[str, Any] = {
-                "as run": _median_ms(functools.partial(run_graph, role, inputs, outputs, 0, bound), args.repeats),
-                "own outputs": _median_ms(functools.partial(run_graph, role, inputs, written), args.repeats),
-            }
-            with tempfile.TemporaryDirectory() as tmp:
-                opts = engine.session_options()
-                opts.enable_profiling = True
-                opts.profile_file_prefix = str(Path(tmp) / role)
-                assert engine.encoder_path is not None  # a static engine's graphs lie beside its encoder
-                path = engine.encoder_path.parent / f"{role}.onnx"
-                session = ort.InferenceSession(str(path), opts, providers=list(engine.providers))
-                with mock.patch.dict(engine.raw_sessions, {role: session._sess}):  # the engine's call, this session
-                    for _ in range(args.repeats):
-                        run_graph(role, inputs, outputs, 0, bound)
-                entry["profiled"] = profile_nodes(session.end_profiling())
-            graphs[role] = entry
-            prof = entry["profiled"]
-            print(
-                f"{role}: as run {entry['as run']:.3f} ms, own outputs {entry['own outputs']:.3f} ms; profiled run "
-                f"{prof['run_us']:.0f} us, its nodes {prof['nodes_us']:.0f} us",
-                flush=True,
-            )
-            for row in prof["nodes"][:8]:
-                print(f"    {row['us']:8.1f} us  {row['op']:<12} {row['provider']:<24} {row['node']}")
-        report["graphs"] = graphs
-        if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    graphs: dict[str, Any] = {}
+    for role in (r for r in ROLES if r in last):
+        inputs, outputs, bound = last[role]
+        written = [o.name for o in engine.raw_sessions[role].outputs_meta]
+        entry: dict[str, Any] = {
+            "as run": _median_ms(functools.partial(run_graph, role, inputs, outputs, 0, bound), args.repeats),
+            "own outputs": _median_ms(functools.partial(run_graph, role, inputs, written), args.repeats),
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            opts = engine.session_options()
+            opts.enable_profiling = True
+            opts.profile_file_prefix = str(Path(tmp) / role)
+            assert engine.encoder_path is not None  # a static engine's graphs lie beside its encoder
+            path = engine.encoder_path.parent / f"{role}.onnx"
+            session = ort.InferenceSession(str(path), opts, providers=list(engine.providers))
+            with mock.patch.dict(engine.raw_sessions, {role: session._sess}):  # the engine's call, this session
+                for _ in range(args.repeats):
+                    run_graph(role, inputs, outputs, 0, bound)
+            entry["profiled"] = profile_nodes(session.end_profiling())
+        graphs[role] = entry
+        prof = entry["profiled"]
+        print(
+            f"{role}: as run {entry['as run']:.3f} ms, own outputs {entry['own outputs']:.3f} ms; profiled run "
+            f"{prof['run_us']:.0f} us, its nodes {prof['nodes_us']:.0f} us",
+            flush=True,
+        )
+        for row in prof["nodes"][:8]:
+            print(f"    {row['us']:8.1f} us  {row['op']:<12} {row['provider']:<24} {row['node']}")
+    report["graphs"] = graphs
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
