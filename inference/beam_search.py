@@ -32,6 +32,15 @@ set is a grid of ``[sentences, hyps]``: ``hyps`` is the most alive hypotheses of
 new sentences, ``beam`` after); a sentence with fewer fills its rows with copies scored -inf, which are
 ignored. Each sentence carries its own position (tokens generated so far), which is how the graph knows
 which of the cached keys are its own. Beam 1 is greedy search.
+
+**Two ways to hold a set, one choice.** A small set keeps each hypothesis as a tuple linked to the one it
+extends and walks each sentence's ranked proposals in Python (:meth:`BeamSearch._walk`). A large one (at least
+``ARRAYS_FROM`` sentences) keeps them in arrays over ``[sentences, hyps]`` (:class:`_Arrays`: each hypothesis' tokens
+so far, its score, feed and cache row) and makes the same choice for the whole set with numpy
+(:meth:`BeamSearch._step_arrays`): per step a fixed number of numpy calls and Python only for the hypotheses that
+finish, where the walk costs Python per hypothesis. Numpy's calls cost more than the walk for a few sentences and
+less for many (the GPU's batch of 128: the search was half its step, docs/inference-core.md). A set converts when
+it crosses the line; the tests run every rule in both forms and across conversions.
 """
 
 from __future__ import annotations
@@ -101,8 +110,8 @@ class Finished:
 
 
 _Hyp = tuple  # (token, logprob, attention row or None, parent _Hyp or None, score, cache row, length, tokens)
-"""A hypothesis, as a link to the one it extends (a plain tuple: a search step makes hundreds, and a tuple is
-the cheapest object Python builds). Growing one costs the same at any length; its tokens are read back by
+"""A hypothesis of a small set, as a link to the one it extends (a plain tuple: a search step makes hundreds, and a
+tuple is the cheapest object Python builds). Growing one costs the same at any length; its tokens are read back by
 following the links (:func:`_path`) only when it is returned. ``length`` counts its tokens; the empty start
 hypothesis of a sentence has no parent and length 0. ``tokens``: with an n-gram guard, its tokens as a tuple
 (the guard reads them at every step, and one tuple a grown hypothesis costs less than walking the links each
@@ -111,9 +120,12 @@ _TOKEN, _LOGPROB, _ATTENTION, _PARENT, _SCORE, _ROW, _LENGTH, _TOKENS = range(8)
 _FED = operator.itemgetter(_TOKEN, _SCORE, _ROW)
 """What a step feeds the graph of a hypothesis: its last token, its score and its cache row."""
 _TOKENS_OF = operator.itemgetter(_TOKENS)
-ARRAYS_FROM = 64
-"""Sets of at least this many sentences choose their proposals with numpy (``BeamSearch._choose_arrays``); smaller
-ones walk them in Python (``_choose_walk``): the same choices."""
+ARRAYS_FROM = 56
+"""A set of at least this many sentences keeps its hypotheses in arrays (:class:`_Arrays`) and chooses among their
+proposals with numpy; it goes back to linked hypotheses below three quarters as many (a set that shrinks past the
+line converts once; one that hovers at it does not convert every step). Small sets walk their proposals in Python,
+which costs less than numpy's calls there; both choose the same (``python -m bench search-cost``: the two cost the
+same at about 48 sentences on the CPU it ran on, docs/inference-core.md)."""
 
 
 def _start(guarded: bool) -> _Hyp:
@@ -132,41 +144,168 @@ def _path(hyp: _Hyp) -> tuple[list[int], list[float], list[np.ndarray]]:
     return tokens[::-1], lps[::-1], rows[::-1]
 
 
+def _linked(tokens: list[int], lps: list[float], rows: list[np.ndarray], score: float, row: int, guarded: bool) -> _Hyp:
+    """A hypothesis with these tokens, as a chain of links (a set leaving its arrays)."""
+    hyp = _start(guarded)
+    for t, (token, lp) in enumerate(zip(tokens, lps, strict=True)):
+        path = hyp[_TOKENS] + (token,) if guarded else None
+        hyp = (token, lp, rows[t] if rows else None, hyp, score, row, t + 1, path)
+    return hyp
+
+
+class _Ended(NamedTuple):
+    """A hypothesis finished while its set kept arrays: its columns of :attr:`_Arrays.hist`, then EOS (if it
+    ended with one) and that token's log-probability."""
+
+    hist: np.ndarray
+    eos: tuple[int, float] | None
+    rows: list[np.ndarray]
+
+    def path(self) -> tuple[list[int], list[float], list[np.ndarray]]:
+        tokens, lps = self.hist[:, 0].tolist(), self.hist[:, 1].view(np.float32).tolist()
+        if self.eos is not None:
+            tokens.append(self.eos[0])
+            lps.append(self.eos[1])
+        return tokens, lps, self.rows
+
+
+_Rows = tuple
+"""A hypothesis' attention rows while its set keeps arrays: (last row, _Rows of the ones before), () for none."""
+
+
+def _unlink(rows: _Rows) -> list[np.ndarray]:
+    out = []
+    while rows:
+        out.append(rows[0])
+        rows = rows[1]
+    return out[::-1]
+
+
 @dataclass
 class _Sentence:
     key: Hashable
     source_len: int
     options: SearchOptions
     alive: list[_Hyp]
-    finished: list[tuple[float, _Hyp]] = field(default_factory=list)
+    """Its alive hypotheses while its set walks (no arrays)."""
+    finished: list[tuple[float, _Hyp | _Ended]] = field(default_factory=list)
     """(score / len ** length_penalty, hypothesis) of every finished one, in the order they finished."""
     position: int = 0
+    """Tokens generated so far, while its set walks."""
+    rows: list[_Rows] | None = None
+    """With attention, while its set keeps arrays: each alive hypothesis' attention rows."""
 
     def result(self) -> list[Finished]:
         best = sorted(self.finished, key=lambda f: -f[0])[: self.options.n_best]  # stable: ties keep that order
         results = []
         for score, hyp in best:
-            tokens, lps, rows = _path(hyp)
+            tokens, lps, rows = hyp.path() if isinstance(hyp, _Ended) else _path(hyp)
             results.append(Finished(tokens, score, lps, rows))
         return results
 
 
-class _Ranked(NamedTuple):
-    """A step's proposals, ranked per sentence: what the two ways of choosing among them read."""
+BEAM, N_BEST, MAX_LEN, NGRAM, POSITION, ALIVE, FINISHED, ATTEND = range(8)
+"""Columns of :attr:`_Arrays.ints`."""
+PENALTY, KTH, EARLY, LONGEST = range(4)
+"""Columns of :attr:`_Arrays.floats`."""
 
-    ranking: np.ndarray
-    """(sentences, depth) indices into a sentence's hypotheses x k proposals, best first"""
-    flat: np.ndarray
-    """(sentences, hypotheses x k) scores, float64"""
-    top_ids: np.ndarray
-    """(sentences, hypotheses x k) token ids"""
-    top_lp: np.ndarray
-    """(sentences, hypotheses x k) log-probabilities"""
-    attention: np.ndarray | None
-    width: int
-    """k: proposals a hypothesis"""
-    hyps: int
-    """hypotheses a sentence in this step"""
+
+@dataclass
+class _Arrays:
+    """A large set's hypotheses as arrays over ``[sentences, hyps]``: each sentence's alive hypotheses in the
+    first ``ALIVE`` slots of its row, the rest padding (a copy of its last one's feed, scored -inf). Every
+    hypothesis of a sentence has generated ``POSITION`` tokens. Few arrays, so that keeping and admitting
+    sentences costs few numpy calls."""
+
+    ints: np.ndarray
+    """(sentences, 8) int64: beam, n_best, max_len (at least 1), n-gram guard, position, alive, finished,
+    attention asked (1 or 0)"""
+    floats: np.ndarray
+    """(sentences, 4) float64: length penalty; the ``n_best``-th best finished score (-inf while fewer);
+    early_stop (1.0 or 0.0); max_len ** length penalty"""
+    last: np.ndarray
+    """(sentences, hyps) int64 each hypothesis' last token (BOS before its first step, and on padding)"""
+    row: np.ndarray
+    """(sentences, hyps) int64 the row of the previous step's cache each hypothesis extends"""
+    score: np.ndarray
+    """(sentences, hyps) float64 sum of log-probabilities; -inf on padding"""
+    hist: np.ndarray
+    """(sentences, hyps, columns, 2) int32 each hypothesis' tokens and their log-probabilities' float32 bits
+    (one array: one gather a step); columns grow by doubling"""
+
+    @classmethod
+    def of(cls, sentences: list[_Sentence], bos: int) -> _Arrays:
+        """The arrays of a walking set's sentences (each hypothesis' links read once)."""
+        hyps = max(len(s.alive) for s in sentences)
+        columns = max(16, 2 * max(s.position for s in sentences))
+        batch = len(sentences)
+        ints, floats = _settings(sentences)
+        last = np.full((batch, hyps), bos, np.int64)
+        row = np.zeros((batch, hyps), np.int64)
+        score = np.full((batch, hyps), -np.inf)
+        hist = np.zeros((batch, hyps, columns, 2), np.int32)
+        lps = hist[..., 1].view(np.float32)
+        for b, s in enumerate(sentences):
+            s.rows = [] if s.options.with_attention else None
+            for i in range(hyps):
+                h = s.alive[min(i, len(s.alive) - 1)]
+                row[b, i] = h[_ROW]
+                if i >= len(s.alive):
+                    continue
+                tokens, lp, rows = _path(h)
+                hist[b, i, : len(tokens), 0] = tokens
+                lps[b, i, : len(tokens)] = lp
+                if s.position:
+                    last[b, i] = h[_TOKEN]
+                score[b, i] = h[_SCORE]
+                if s.rows is not None:
+                    linked: _Rows = ()
+                    for r in rows:
+                        linked = (r, linked)
+                    s.rows.append(linked)
+            s.alive = []
+        return cls(ints, floats, last, row, score, hist)
+
+    def hypotheses(self, sentences: list[_Sentence]) -> None:
+        """Give the sentences back their alive hypotheses as links (the set walks again)."""
+        ints, lps = self.ints, self.hist[..., 1].view(np.float32)
+        for b, s in enumerate(sentences):
+            position, guarded = int(ints[b, POSITION]), s.options.no_repeat_ngram > 0
+            s.position, s.alive = position, []
+            for i in range(int(ints[b, ALIVE])):
+                rows = _unlink(s.rows[i]) if s.rows is not None else []
+                tokens, lp = self.hist[b, i, :position, 0].tolist(), lps[b, i, :position].tolist()
+                s.alive.append(_linked(tokens, lp, rows, float(self.score[b, i]), int(self.row[b, i]), guarded))
+            s.rows = None
+
+
+def _settings(sentences: list[_Sentence]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of :attr:`_Arrays.ints` and :attr:`_Arrays.floats` of sentences."""
+    ints, floats = [], []
+    for s in sentences:
+        o = s.options
+        ints.append(
+            (
+                o.beam_size,
+                o.n_best,
+                max(o.max_len, 1),
+                o.no_repeat_ngram,
+                s.position,
+                len(s.alive),
+                len(s.finished),
+                o.with_attention,
+            )
+        )
+        floats.append((o.length_penalty, _kth(s), o.early_stop, max(o.max_len, 1) ** o.length_penalty))
+    return np.array(ints, np.int64).reshape(-1, 8), np.array(floats, np.float64).reshape(-1, 4)
+
+
+def _kth(s: _Sentence) -> float:
+    """The ``n_best``-th best finished score of a sentence, -inf while it has fewer."""
+    n_best = s.options.n_best
+    if len(s.finished) < n_best:
+        return -np.inf
+    return sorted((f[0] for f in s.finished), reverse=True)[n_best - 1]
 
 
 class BeamSearch:
@@ -176,6 +315,8 @@ class BeamSearch:
         self.stepper = stepper
         self.vocab_size, self.bos_id, self.eos_id = vocab_size, bos_id, eos_id
         self._running: list[_Sentence] = []  # in the stepper's order
+        self._arrays: _Arrays | None = None
+        """The set's hypotheses while it is large (ARRAYS_FROM); None while it walks linked ones."""
 
     def __len__(self) -> int:
         return len(self._running)
@@ -187,6 +328,8 @@ class BeamSearch:
     @property
     def age(self) -> int:
         """Steps taken by the oldest running sentence: the cache columns every hypothesis of the set carries."""
+        if self._arrays is not None:
+            return int(self._arrays.ints[:, POSITION].max())
         return max((s.position for s in self._running), default=0)
 
     def admit(self, entries: Iterable[tuple[Hashable, list[int], SearchOptions]]) -> None:
@@ -197,8 +340,26 @@ class BeamSearch:
         if not entries:
             return
         self.stepper.admit([list(ids) for _, ids, _ in entries])
-        for key, ids, options in entries:
-            self._running.append(_Sentence(key, len(ids), options, [_start(options.no_repeat_ngram > 0)]))
+        new = [
+            _Sentence(key, len(ids), options, [_start(options.no_repeat_ngram > 0)]) for key, ids, options in entries
+        ]
+        self._running += new
+        a = self._arrays
+        if a is not None:  # the new sentences' rows: their start hypothesis in slot 0, padding after it
+            hyps, columns = a.score.shape[1], a.hist.shape[2]
+            n = len(new)
+            ints, floats = _settings(new)
+            last = np.full((n, hyps), self.bos_id, np.int64)
+            score = np.full((n, hyps), -np.inf)
+            score[:, 0] = 0.0
+            a.ints = np.concatenate([a.ints, ints])
+            a.floats = np.concatenate([a.floats, floats])
+            for s in new:
+                s.alive, s.rows = [], [()] if s.options.with_attention else None
+            a.last = np.concatenate([a.last, last])
+            a.row = np.concatenate([a.row, np.zeros((n, hyps), np.int64)])
+            a.score = np.concatenate([a.score, score])
+            a.hist = np.concatenate([a.hist, np.zeros((n, hyps, columns, 2), np.int32)])
 
     def drop(self, keys: Iterable[Hashable]) -> list[Hashable]:
         """Remove these sentences from the set (e.g. their client left); returns the keys found."""
@@ -215,6 +376,16 @@ class BeamSearch:
         running = self._running
         if not running:
             return []
+        if self._arrays is None and len(running) >= ARRAYS_FROM:
+            self._arrays = _Arrays.of(running, self.bos_id)
+        elif self._arrays is not None and len(running) < ARRAYS_FROM * 3 // 4:
+            self._arrays.hypotheses(running)
+            self._arrays = None
+        return self._walk() if self._arrays is None else self._step_arrays(self._arrays)
+
+    def _walk(self) -> list[tuple[Hashable, list[Finished]]]:
+        """A step of a small set: its proposals walked in Python, hypotheses grown as links (module docstring)."""
+        running = self._running
         hyps = max(len(s.alive) for s in running)
         bos = self.bos_id
         token_rows: list[int] = []
@@ -239,8 +410,7 @@ class BeamSearch:
             n = s.options.no_repeat_ngram
             sets: list[AbstractSet[int]] | None = None
             if n:
-                # Most hypotheses hold their tail's first token once and ban nothing: told without a call, in a
-                # plain loop (a set of 128 sentences has 512 hypotheses a step; bench search-cost with the guard).
+                # Most hypotheses hold their tail's first token once and ban nothing: told without a call.
                 m = n - 1
                 for i, t in enumerate(map(_TOKENS_OF, s.alive)):
                     if m and (len(t) < m or t.count(t[-m]) == 1):
@@ -270,43 +440,14 @@ class BeamSearch:
         # plus the banned tokens, so only that many proposals become Python values.
         depth = min(hyps * width, widest + hyps * (1 + extra))
         ranking = np.argsort(-flat, axis=1, kind="stable")[:, :depth]
-        ranked = _Ranked(ranking, flat, top_ids.reshape(batch, -1), top_lp.reshape(batch, -1), attention, width, hyps)
-        if batch >= ARRAYS_FROM:
-            chosen = self._choose_arrays(ranked, banned)
-        else:
-            chosen = self._choose_walk(ranked, banned)
+        rows = np.arange(batch)[:, None]
+        ranked, scores_l = ranking.tolist(), flat[rows, ranking].tolist()
+        ids_l = top_ids.reshape(batch, -1)[rows, ranking].tolist()
+        lp_l = top_lp.reshape(batch, -1)[rows, ranking].tolist()
+        eos = self.eos_id
         still: list[int] = []
         done: list[tuple[Hashable, list[Finished]]] = []
         for b, s in enumerate(running):
-            opts, grown, penalty = s.options, chosen[b], s.options.length_penalty
-            beam = opts.beam_size
-            s.position += 1
-            if s.position >= opts.max_len:
-                s.finished += [(h[_SCORE] / max(1, h[_LENGTH]) ** penalty, h) for h in grown]
-                grown = []
-            s.alive = grown
-            finished = len(s.finished)
-            if (
-                grown
-                and finished < beam
-                and not (opts.early_stop and finished >= opts.n_best and _settled(s.finished, grown, opts))
-            ):
-                still.append(b)
-            else:
-                done.append((s.key, s.result()))
-        if len(still) < len(running):
-            self._keep(still)
-        return done
-
-    def _choose_walk(self, proposals: _Ranked, banned: list[list[AbstractSet[int]] | None]) -> list[list[_Hyp]]:
-        """Each sentence's grown hypotheses, its finished ones appended to ``finished``: its ranked proposals
-        walked in Python (module docstring)."""
-        ranking, flat, top_ids, top_lp, attention, width, hyps = proposals
-        rows = np.arange(len(self._running))[:, None]
-        ranked, scores_l = ranking.tolist(), flat[rows, ranking].tolist()
-        ids_l, lp_l = top_ids[rows, ranking].tolist(), top_lp[rows, ranking].tolist()
-        eos, chosen = self.eos_id, []
-        for b, s in enumerate(self._running):
             opts, parents, ban = s.options, s.alive, banned[b]
             guarded = opts.no_repeat_ngram > 0
             n_alive, beam, attend, penalty = len(parents), opts.beam_size, opts.with_attention, opts.length_penalty
@@ -328,63 +469,253 @@ class BeamSearch:
                     grown.append((token, lp, row, parent, score, b * hyps + i, length, path))
                     if len(grown) == beam:
                         break
-            chosen.append(grown)
-        return chosen
-
-    def _choose_arrays(self, proposals: _Ranked, banned: list[list[AbstractSet[int]] | None]) -> list[list[_Hyp]]:
-        """What ``_choose_walk`` chooses, found with numpy over the whole set: a proposal grows its hypothesis
-        when it is real (not a padding row's, which sort last, nor a token its hypothesis bans, which the walk
-        skips), not EOS and among the first ``beam`` such of its sentence; an EOS finishes one when fewer than
-        ``beam`` grew before it. Python then only builds the chosen hypotheses, and marks the banned proposals of
-        the few sentences that ban a token this step."""
-        ranking, flat, top_ids, top_lp, attention, width, hyps = proposals
-        running, eos = self._running, self.eos_id
-        batch = len(running)
-        rows = np.arange(batch)[:, None]
-        parent = ranking // width
-        ids = top_ids[rows, ranking]
-        alive = np.array([len(s.alive) for s in running])[:, None]
-        beams = np.array([s.options.beam_size for s in running])[:, None]
-        real = parent < alive
-        for b, sets in enumerate(banned):
-            if sets is not None:  # its hypotheses' banned tokens are proposals it never takes (EOS is never banned)
-                n_alive = len(sets)
-                for j, (i, token) in enumerate(zip(parent[b].tolist(), ids[b].tolist(), strict=True)):
-                    if i < n_alive and token in sets[i]:
-                        real[b, j] = False
-        ends = ids == eos
-        grows = real & ~ends
-        before = np.cumsum(grows, axis=1) - grows  # hypotheses grown before each proposal
-        open_ = before < beams
-        chosen: list[list[_Hyp]] = [[] for _ in range(batch)]
-        for mask, finishing in ((grows & open_, False), (real & ends & open_, True)):
-            at_b, at_j = np.nonzero(mask)  # row-major: each sentence's in rank order
-            if not len(at_b):
-                continue
-            picked_parent = parent[at_b, at_j].tolist()
-            picked_ids = ids[at_b, at_j].tolist()
-            picked_lp = top_lp[at_b, ranking[at_b, at_j]].tolist()
-            picked_score = flat[at_b, ranking[at_b, at_j]].tolist()
-            for b, i, token, lp, score in zip(
-                at_b.tolist(), picked_parent, picked_ids, picked_lp, picked_score, strict=True
+            s.position += 1
+            if s.position >= opts.max_len:
+                s.finished += [(h[_SCORE] / max(1, h[_LENGTH]) ** penalty, h) for h in grown]
+                grown = []
+            s.alive = grown
+            finished = len(s.finished)
+            if (
+                grown
+                and finished < beam
+                and not (opts.early_stop and finished >= opts.n_best and _settled(s.finished, grown, opts))
             ):
-                s = running[b]
-                parent_hyp = s.alive[i]
-                length = parent_hyp[_LENGTH] + 1
-                row = (
-                    attention[b, i, : s.source_len + 1] if attention is not None and s.options.with_attention else None
-                )
-                if finishing:
-                    hyp = (token, lp, row, parent_hyp, score, b * hyps + i, length, None)
-                    s.finished.append((score / length**s.options.length_penalty, hyp))
-                else:
-                    path = parent_hyp[_TOKENS] + (token,) if s.options.no_repeat_ngram > 0 else None
-                    chosen[b].append((token, lp, row, parent_hyp, score, b * hyps + i, length, path))
-        return chosen
+                still.append(b)
+            else:
+                done.append((s.key, s.result()))
+        if len(still) < len(running):
+            self._keep(still)
+        return done
+
+    def _step_arrays(self, a: _Arrays) -> list[tuple[Hashable, list[Finished]]]:
+        """A step of a large set: the same rules, with numpy over the whole set (class _Arrays)."""
+        running, ints, floats = self._running, a.ints, a.floats
+        batch, hyps = a.score.shape
+        beam, alive, position = ints[:, BEAM], ints[:, ALIVE], ints[:, POSITION]
+        banned, extra = self._banned(a) if ints[:, NGRAM].any() else (None, 0)
+        widest = int(beam.max())
+        k = min(2 * widest + extra, self.vocab_size)
+        attend = bool(ints[:, ATTEND].any())
+        top_lp, top_ids, attention = self.stepper.step(a.last, position.copy(), a.row.reshape(-1), k, attend)
+        attention = attention if attend else None
+        width = top_ids.shape[2]
+        flat = (a.score[:, :, None] + top_lp).reshape(-1)  # float64
+        depth = min(hyps * width, widest + hyps * (1 + extra))  # as the walk: no deeper is ever read
+        ranking = np.argsort(-flat.reshape(batch, -1), axis=1, kind="stable")[:, :depth]
+        parent = ranking // width
+        ranking += (np.arange(batch) * (hyps * width))[:, None]  # from here into the whole step's proposals
+        ids = top_ids.reshape(-1).take(ranking)
+        # A proposal grows its hypothesis when it is real (not a padding row's, which sort last, nor a token its
+        # hypothesis bans), not EOS and among the first `beam` such of its sentence; an EOS finishes one when
+        # fewer than `beam` grew before it: what the walk does.
+        real = parent < alive[:, None]
+        if banned is not None and len(banned):  # a banned token is a proposal the walk skips (never EOS)
+            keys = ((np.arange(batch) * hyps)[:, None] + parent) * self.vocab_size + ids
+            real &= ~np.isin(keys, banned)
+        ends = ids == self.eos_id
+        grows = real & ~ends
+        grown_to = np.cumsum(grows, axis=1)
+        open_ = grown_to - grows < beam[:, None]  # fewer than beam grown before each proposal
+        grows &= open_
+        finishing = real & ends & open_
+        lp_flat = top_lp.reshape(-1)
+        if finishing.any():
+            self._finish_eos(a, finishing, ranking, parent, flat, lp_flat, attention)
+        # The grown hypotheses, in each sentence's first slots in rank order; the rest of its row (padding)
+        # repeats its last one. The state is built after the sentences that are done have left (one gather).
+        grown = np.minimum(grown_to[:, -1], beam)
+        chosen = np.flatnonzero(grows)  # into (sentences, depth), row-major: each sentence's in rank order
+        slots = max(int(grown.max()), 1)
+        slot = np.arange(slots)[None, :]
+        first = np.cumsum(grown) - grown  # each sentence's first grown hypothesis in chosen
+        pick = np.minimum(first[:, None] + np.minimum(slot, np.maximum(grown - 1, 0)[:, None]), len(chosen) - 1)
+        pick = chosen.take(pick) if len(chosen) else np.zeros_like(pick)  # (sentences, slots) into (sentences, depth)
+        proposal = ranking.take(pick)
+        from_slot = parent.take(pick)  # the slot each new hypothesis extends
+        token = ids.take(pick)
+        new_lp = lp_flat.take(proposal)
+        filled = slot < grown[:, None]
+        score = np.where(filled, flat.take(proposal), -np.inf)
+        length = position + 1  # every grown hypothesis' tokens
+        at_max = (length >= ints[:, MAX_LEN]) & (grown > 0)
+        if at_max.any():  # hypotheses reaching max_len are finished as they are
+            self._finish_at_max(a, np.flatnonzero(at_max), grown, from_slot, token, new_lp, score, attention)
+            grown = np.where(at_max, 0, grown)
+        # Done: beam finished hypotheses, none alive, or (early_stop) its n_best best finished beat the best any
+        # alive one can still reach: the larger of its score over length + 1 and over max_len (log-probabilities
+        # are at most 0), for its best alive one, which is in slot 0 (the slots are in rank order).
+        best = score[:, 0]
+        reach = np.maximum(best / (length + 1.0) ** floats[:, PENALTY], best / floats[:, LONGEST])
+        finished = ints[:, FINISHED]
+        settled = (floats[:, EARLY] > 0) & (finished >= ints[:, N_BEST]) & (floats[:, KTH] > reach)
+        go_on = (grown > 0) & (finished < beam) & ~settled
+        everyone = bool(go_on.all())
+        done = [] if everyone else [(running[b].key, running[b].result()) for b in np.flatnonzero(~go_on).tolist()]
+        kept = np.flatnonzero(go_on)
+        if len(kept):
+            self._advance(a, kept, grown[kept], from_slot[kept], token[kept], new_lp[kept], score[kept], attention)
+        else:
+            self._arrays = None
+        if not everyone:
+            self._running = [running[b] for b in kept.tolist()]
+            self.stepper.keep(kept)
+        return done
+
+    def _advance(
+        self,
+        a: _Arrays,
+        kept: np.ndarray,
+        grown: np.ndarray,
+        from_slot: np.ndarray,
+        token: np.ndarray,
+        new_lp: np.ndarray,
+        score: np.ndarray,
+        attention: np.ndarray | None,
+    ) -> None:
+        """The kept sentences' next state: (kept, slots) arrays of what each new hypothesis extends and adds."""
+        hyps = a.score.shape[1]
+        slots = int(grown.max())
+        from_slot, token, new_lp, score = from_slot[:, :slots], token[:, :slots], new_lp[:, :slots], score[:, :slots]
+        row = kept[:, None] * hyps + from_slot
+        column = a.ints[kept, POSITION][:, None]
+        hist = a.hist.reshape(-1, *a.hist.shape[2:]).take(row, axis=0)
+        if int(column.max()) >= hist.shape[2]:  # room for one more token a hypothesis
+            hist = np.concatenate([hist, np.zeros_like(hist)], axis=2)
+        slot = np.arange(slots)[None, :]
+        hist[np.arange(len(kept))[:, None], slot, column] = np.stack(
+            [token.astype(np.int32), new_lp.view(np.int32)], -1
+        )
+        a.hist = hist
+        a.last = np.where(slot < grown[:, None], token, self.bos_id)
+        a.score = score
+        a.row = row
+        a.ints, a.floats = a.ints[kept], a.floats[kept]
+        a.ints[:, POSITION] += 1
+        a.ints[:, ALIVE] = grown
+        if attention is not None:
+            for r in np.flatnonzero(a.ints[:, ATTEND]).tolist():
+                b = int(kept[r])
+                s = self._running[b]
+                assert s.rows is not None
+                s.rows = [(attention[b, i, : s.source_len + 1], s.rows[i]) for i in from_slot[r, : grown[r]].tolist()]
+
+    def _banned(self, a: _Arrays) -> tuple[np.ndarray, int]:
+        """What alive hypotheses may not take this step (no_repeat_ngram), as keys ``(sentence * hyps + slot) *
+        vocab + token``, and the most any one bans: :func:`banned_tokens` with arrays over the whole set."""
+        n, position, alive = a.ints[:, NGRAM], a.ints[:, POSITION], a.ints[:, ALIVE]
+        used = int(position.max())  # columns written
+        tokens = np.ascontiguousarray(a.hist[:, :, :used, 0])
+        batch, hyps = a.score.shape
+        sentences, slots = np.arange(batch), np.arange(hyps)[None, :, None]
+        keys = []
+        for size in np.unique(n[n > 0]).tolist():  # n-grams of `size`: an earlier start of the tail bans what followed
+            tail = size - 1
+            if used <= tail:
+                continue
+            starts = used - tail
+            # (sentence, slot, start): the sentence guards n-grams of this size, the slot is alive, the start comes
+            # before the tail's own
+            match = (
+                (np.arange(starts)[None, None, :] < (position - tail)[:, None, None])
+                & (slots < alive[:, None, None])
+                & (n == size)[:, None, None]
+            )
+            for q in range(tail):
+                last = tokens[sentences, :, np.maximum(position - tail + q, 0)]  # (sentences, hyps)
+                match &= tokens[:, :, q : q + starts] == last[:, :, None]
+            b, i, start = np.nonzero(match)
+            keys.append((b * hyps + i) * self.vocab_size + tokens[b, i, start + tail])
+        banned = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        if not len(banned):
+            return banned, 0
+        return banned, int(np.unique(banned // self.vocab_size, return_counts=True)[1].max())
+
+    def _finish_eos(
+        self,
+        a: _Arrays,
+        finishing: np.ndarray,
+        ranking: np.ndarray,
+        parent: np.ndarray,
+        flat: np.ndarray,
+        lp_flat: np.ndarray,
+        attention: np.ndarray | None,
+    ) -> None:
+        """Finish the hypotheses that an EOS proposal ends."""
+        at_b, at_j = np.nonzero(finishing)
+        picked, parents = ranking[at_b, at_j], parent[at_b, at_j]
+        hist = a.hist.reshape(-1, *a.hist.shape[2:]).take(at_b * a.score.shape[1] + parents, axis=0)  # own copies
+        eos, running, position = self.eos_id, self._running, a.ints[:, POSITION]
+        scores: list[float] = []
+        for p, (b, i, lp, score) in enumerate(
+            zip(
+                at_b.tolist(),
+                parents.tolist(),
+                lp_flat.take(picked).tolist(),
+                flat.take(picked).tolist(),
+                strict=True,
+            )
+        ):
+            s, length = running[b], int(position[b])
+            rows: list[np.ndarray] = []
+            if s.rows is not None and attention is not None:
+                rows = _unlink(s.rows[i]) + [attention[b, i, : s.source_len + 1]]
+            normed = score / (length + 1) ** s.options.length_penalty
+            s.finished.append((normed, _Ended(hist[p, :length], (eos, lp), rows)))
+            scores.append(normed)
+        self._count_finished(a, at_b, np.array(scores))
+
+    def _finish_at_max(
+        self,
+        a: _Arrays,
+        sentences: np.ndarray,
+        grown: np.ndarray,
+        from_slot: np.ndarray,
+        token: np.ndarray,
+        new_lp: np.ndarray,
+        score: np.ndarray,
+        attention: np.ndarray | None,
+    ) -> None:
+        """Finish these sentences' grown hypotheses as they are (max_len)."""
+        at_b, scores = [], []
+        lps = a.hist[..., 1].view(np.float32)
+        for b in sentences.tolist():
+            s, length = self._running[b], int(a.ints[b, POSITION])
+            for j in range(int(grown[b])):
+                i = int(from_slot[b, j])
+                rows = []
+                if s.rows is not None and attention is not None:
+                    rows = _unlink(s.rows[i]) + [attention[b, i, : s.source_len + 1]]
+                hist = np.empty((length + 1, 2), np.int32)
+                hist[:length, 0], hist[:length, 1] = a.hist[b, i, :length, 0], lps[b, i, :length].view(np.int32)
+                hist[length] = token[b, j], new_lp[b, j : j + 1].view(np.int32)[0]
+                normed = float(score[b, j]) / max(1, length + 1) ** s.options.length_penalty
+                s.finished.append((normed, _Ended(hist, None, rows)))
+                at_b.append(b)
+                scores.append(normed)
+        self._count_finished(a, np.array(at_b, np.int64), np.array(scores))
+
+    def _count_finished(self, a: _Arrays, at_b: np.ndarray, scores: np.ndarray) -> None:
+        """Sentences ``at_b`` have these finished scores appended (one entry a hypothesis): their counts and their
+        ``n_best``-th best scores."""
+        a.ints[:, FINISHED] += np.bincount(at_b, minlength=len(a.ints))
+        one = a.ints[at_b, N_BEST] == 1
+        np.maximum.at(a.floats[:, KTH], at_b[one], scores[one])
+        more = at_b[~one]
+        for b in np.unique(more[a.ints[more, FINISHED] >= a.ints[more, N_BEST]]).tolist():
+            a.floats[b, KTH] = _kth(self._running[b])
 
     def _keep(self, kept: list[int]) -> None:
         self._running = [self._running[b] for b in kept]
-        self.stepper.keep(np.array(kept, dtype=np.int64))
+        index = np.array(kept, dtype=np.int64)
+        a = self._arrays
+        if a is not None and not kept:
+            self._arrays = None
+        elif a is not None:
+            a.ints, a.floats = a.ints[index], a.floats[index]
+            hyps = max(int(a.ints[:, ALIVE].max()), 1)
+            a.last, a.row, a.score = a.last[index, :hyps], a.row[index, :hyps], a.score[index, :hyps]
+            a.hist = a.hist[index, :hyps]
+        self.stepper.keep(index)
 
 
 def search(

@@ -12,11 +12,13 @@ from inference.beam_search import search as run_search
 PAD, UNK, BOS, EOS, A = range(5)
 
 
-@pytest.fixture(autouse=True, params=["walk", "arrays"])
+@pytest.fixture(autouse=True, params=["walk", "arrays", "switching"])
 def chooser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test twice: proposals chosen by the Python walk (small sets) and with numpy (large sets, ARRAYS_FROM),
-    which must choose the same."""
-    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 10**9 if request.param == "walk" else 1)
+    """Every test three times: hypotheses kept as links and proposals walked in Python (small sets), kept in arrays
+    and chosen with numpy (large sets, ARRAYS_FROM), and a set that moves between the two as it grows and shrinks
+    past 4 and 3 sentences; all must choose the same."""
+    arrays_from = {"walk": 10**9, "arrays": 1, "switching": 4}[request.param]
+    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", arrays_from)
     return str(request.param)
 
 
@@ -285,9 +287,25 @@ def _alone(seed: int, sentence: int, options: SearchOptions, vocab: int, eos_bia
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(seed: int) -> None:
+def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(
+    seed: int, chooser: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Random arrivals, mixed options and cancellations in one running set: every sentence that finishes gets
-    exactly what it gets alone, every admitted one is either answered once or was dropped, none twice."""
+    exactly what it gets alone, every admitted one is either answered once or was dropped, none twice. Switching,
+    the set moves its hypotheses from links to arrays and back, mid-sentence."""
+    moves: list[str] = []
+    to_arrays, to_links = beam_search_module._Arrays.of, beam_search_module._Arrays.hypotheses
+
+    def of(sentences, bos):  # type: ignore[no-untyped-def]
+        moves.append("arrays")
+        return to_arrays(sentences, bos)
+
+    def hypotheses(self, sentences):  # type: ignore[no-untyped-def]
+        moves.append("links")
+        return to_links(self, sentences)
+
+    monkeypatch.setattr(beam_search_module._Arrays, "of", staticmethod(of))
+    monkeypatch.setattr(beam_search_module._Arrays, "hypotheses", hypotheses)
     rng = np.random.default_rng(seed)
     vocab, eos_bias, count = 11, [-1.0, 1.0][seed % 2], 14
     options = [
@@ -322,6 +340,8 @@ def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(seed: int) -> No
             results[key] = out
     assert set(results) | dropped == set(range(count)) and not set(results) & dropped
     assert stepper.max_batch > 1
+    if chooser == "switching":
+        assert {"arrays", "links"} <= set(moves), moves
     for key, out in results.items():
         expected = _alone(seed, int(key), options[int(key)], vocab, eos_bias)  # type: ignore[call-overload]
         assert [h.tokens for h in out] == [h.tokens for h in expected], key

@@ -216,10 +216,11 @@ def test_running_set_admits_between_steps_like_the_reference(
     """Sentences join a running set at random steps, each with its own options, some are dropped: every
     answered one equals the PyTorch reference decoding it alone, token for token; none is lost or doubled.
     With seeds 1 and 2 the dynamic state opens a cohort at nearly every admission (RunningSet), up to four; with
-    seed 2 every step chooses its proposals with numpy (the search's path for large sets, ARRAYS_FROM)."""
+    seed 2 every step keeps the hypotheses in arrays and chooses with numpy (the search's path for large sets,
+    ARRAYS_FROM); with seed 1 a set moves between links and arrays as it passes 3 sentences."""
     cohorts = engine.cohorts > 1 and seed > 0
     monkeypatch.setattr(engine_module, "COHORT_CELLS", 1 if cohorts else 10**9)
-    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 1 if seed == 2 else 10**9)
+    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", {0: 10**9, 1: 3, 2: 1}[seed])
     graphs: list[str] = []
     run, resize = Engine.run_graph, StaticState._resize
 
