@@ -98,12 +98,15 @@ case "$step" in
     # the H200 took 1.7 ms in all
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b128.txt"
-    timeout 40 python3 -m bench search-cost --batch-sizes 1,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -3 \
-      | tee -a "$OUT/static-host-b128.txt"
+    # (session 38: hypotheses linked, a, against kept in arrays, b, the form sets of 56 or more now take; where the
+    # two cost the same on this host's CPU says where ARRAYS_FROM belongs: about 48 sentences on the 2-core CPU)
+    timeout 60 python3 -m bench search-cost --a . --a-arrays-from 1000000000 --b . --b-arrays-from 1 \
+      --batch-sizes 1,32,64,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -5 | tee -a "$OUT/static-host-b128.txt"
     # and with the server's guard and length penalty on tokens that repeat as real ones do (0.953 ms at 128 on the
     # 2-core CPU in session 30)
-    timeout 40 python3 -m bench search-cost --batch-sizes 128 --repeats 3 --no-repeat-ngram 3 --length-penalty 1.4 \
-      --pieces 60 --out /tmp/search-cost-guard 2>&1 | tail -2 | tee -a "$OUT/static-host-b128.txt"
+    timeout 60 python3 -m bench search-cost --a . --a-arrays-from 1000000000 --b . --b-arrays-from 1 \
+      --batch-sizes 64,128 --repeats 3 --no-repeat-ngram 3 --length-penalty 1.4 --pieces 60 --out /tmp/search-cost-guard \
+      2>&1 | tail -3 | tee -a "$OUT/static-host-b128.txt"
     timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32 --sentences 64 --repeats 2 --out "$OUT/ort-beam-search" 2>&1 \
       | quiet | tail -8 ;;

@@ -32,3 +32,18 @@ def test_tokens_from_few_pieces_make_the_guard_ban_and_both_trees_agree(tmp_path
     data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert all(row["same_outputs"] for row in data["rows"])
     assert "tokens drawn from 40 pieces" in out.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_the_two_forms_of_one_tree_choose_the_same(tmp_path: Path) -> None:
+    """``--a-arrays-from`` / ``--b-arrays-from``: one tree's search with its hypotheses always linked against always
+    in arrays, over hundreds of steps with sentences leaving and arriving, the n-gram guard banning and a length
+    penalty: the same tokens for every sentence, and the report names each side's setting."""
+    out = tmp_path / "report"
+    argv = ["--a", ".", "--a-arrays-from", "1000000000", "--b", ".", "--b-arrays-from", "1"]
+    argv += ["--batch-sizes", "3,40", "--steps", "120", "--repeats", "1", "--out", str(out)]
+    argv += ["--no-repeat-ngram", "3", "--length-penalty", "1.4", "--pieces", "40"]
+    assert search_cost.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert data["arrays_from"] == {"a": 1000000000, "b": 1}
+    assert all(row["same_outputs"] for row in data["rows"])
+    assert "(ARRAYS_FROM 1)" in out.with_suffix(".md").read_text(encoding="utf-8")
