@@ -45,6 +45,7 @@ it crosses the line; the tests run every rule in both forms and across conversio
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Hashable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
@@ -168,6 +169,9 @@ class _Ended(NamedTuple):
             lps.append(self.eos[1])
         return tokens, lps, self.rows
 
+
+_ended = functools.partial(tuple.__new__, _Ended)
+"""_Ended from a tuple of its fields, without NamedTuple's keyword handling (many a step)."""
 
 _Rows = tuple
 """A hypothesis' attention rows while its set keeps arrays: (last row, _Rows of the ones before), () for none."""
@@ -582,9 +586,9 @@ class BeamSearch:
         if int(column.max()) >= hist.shape[2]:  # room for one more token a hypothesis
             hist = np.concatenate([hist, np.zeros_like(hist)], axis=2)
         slot = np.arange(slots)[None, :]
-        hist[np.arange(len(kept))[:, None], slot, column] = np.stack(
-            [token.astype(np.int32), new_lp.view(np.int32)], -1
-        )
+        cell = ((np.arange(len(kept))[:, None] * slots + slot) * hist.shape[2] + column).reshape(-1)
+        pairs = hist.reshape(-1, 2)  # a view: (hypothesis, column) -> token, log-probability bits
+        pairs[cell, 0], pairs[cell, 1] = token.reshape(-1), new_lp.reshape(-1).view(np.int32)
         a.hist = hist
         a.last = np.where(slot < grown[:, None], token, self.bos_id)
         a.score = score
@@ -660,7 +664,7 @@ class BeamSearch:
             if s.rows is not None and attention is not None:
                 rows = _unlink(s.rows[i]) + [attention[b, i, : s.source_len + 1]]
             normed = score / (length + 1) ** s.options.length_penalty
-            s.finished.append((normed, _Ended(hist[p, :length], (eos, lp), rows)))
+            s.finished.append((normed, _ended((hist[p, :length], (eos, lp), rows))))
             scores.append(normed)
         self._count_finished(a, at_b, np.array(scores))
 
@@ -701,6 +705,8 @@ class BeamSearch:
         one = a.ints[at_b, N_BEST] == 1
         np.maximum.at(a.floats[:, KTH], at_b[one], scores[one])
         more = at_b[~one]
+        if not len(more):
+            return
         for b in np.unique(more[a.ints[more, FINISHED] >= a.ints[more, N_BEST]]).tolist():
             a.floats[b, KTH] = _kth(self._running[b])
 
