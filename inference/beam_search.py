@@ -208,6 +208,9 @@ class _Sentence:
         return results
 
 
+HIST_COLUMNS = 16
+"""The fewest token columns :attr:`_Arrays.hist` holds; it doubles when a hypothesis needs more and halves when its
+longest running one uses a quarter."""
 BEAM, N_BEST, MAX_LEN, NGRAM, POSITION, ALIVE, FINISHED, ATTEND = range(8)
 """Columns of :attr:`_Arrays.ints`."""
 PENALTY, KTH, EARLY, LONGEST = range(4)
@@ -235,13 +238,13 @@ class _Arrays:
     """(sentences, hyps) float64 sum of log-probabilities; -inf on padding"""
     hist: np.ndarray
     """(sentences, hyps, columns, 2) int32 each hypothesis' tokens and their log-probabilities' float32 bits
-    (one array: one gather a step); columns grow by doubling"""
+    (one array: one gather a step); the columns double and halve (HIST_COLUMNS)"""
 
     @classmethod
     def of(cls, sentences: list[_Sentence], bos: int) -> _Arrays:
         """The arrays of a walking set's sentences (each hypothesis' links read once)."""
         hyps = max(len(s.alive) for s in sentences)
-        columns = max(16, 2 * max(s.position for s in sentences))
+        columns = max(HIST_COLUMNS, 2 * max(s.position for s in sentences))
         batch = len(sentences)
         ints, floats = _settings(sentences)
         last = np.full((batch, hyps), bos, np.int64)
@@ -582,8 +585,12 @@ class BeamSearch:
         from_slot, token, new_lp, score = from_slot[:, :slots], token[:, :slots], new_lp[:, :slots], score[:, :slots]
         row = kept[:, None] * hyps + from_slot
         column = a.ints[kept, POSITION][:, None]
-        hist = a.hist.reshape(-1, *a.hist.shape[2:]).take(row, axis=0)
-        if int(column.max()) >= hist.shape[2]:  # room for one more token a hypothesis
+        columns, written = a.hist.shape[2], int(column.max()) + 1  # written: the most tokens after this step
+        if columns > HIST_COLUMNS and written * 4 <= columns:  # the long sentences have left: half the columns
+            hist = a.hist[kept[:, None], from_slot, : columns // 2]
+        else:
+            hist = a.hist.reshape(-1, columns, 2).take(row, axis=0)
+        if written > hist.shape[2]:  # room for one more token a hypothesis
             hist = np.concatenate([hist, np.zeros_like(hist)], axis=2)
         slot = np.arange(slots)[None, :]
         cell = ((np.arange(len(kept))[:, None] * slots + slot) * hist.shape[2] + column).reshape(-1)

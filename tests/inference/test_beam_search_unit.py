@@ -346,3 +346,35 @@ def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(
         expected = _alone(seed, int(key), options[int(key)], vocab, eos_bias)  # type: ignore[call-overload]
         assert [h.tokens for h in out] == [h.tokens for h in expected], key
         assert [h.score for h in out] == [h.score for h in expected], key
+
+
+def test_a_long_sentence_widens_the_arrays_and_they_narrow_once_it_leaves(chooser: str) -> None:
+    """A 40-token sentence runs beside a stream of 4-token ones, which keep arriving after it leaves: each decodes
+    as alone; kept in arrays, the token columns double for the long one (16 -> 64) and halve back to 16 after it."""
+    vocab, seed, never_eos = 9, 3, -50.0
+    options = {0: SearchOptions(beam_size=2, max_len=40)}
+    short = SearchOptions(beam_size=2, max_len=4)
+    beams = BeamSearch(
+        TreeStepper(0, vocab, seed, never_eos, ids=list(range(200))), vocab_size=vocab, bos_id=BOS, eos_id=EOS
+    )
+    beams.admit([(0, [A] * 3, options[0])])
+    results: dict[object, list[Finished]] = {}
+    widths: list[int] = []
+    for _ in range(56):  # one arrival a step: the set never empties (which would start its arrays afresh)
+        key = len(options)
+        options[key] = short
+        beams.admit([(key, [A] * 3, short)])
+        results.update(beams.step())
+        assert beams
+        if beams._arrays is not None:
+            widths.append(beams._arrays.hist.shape[2])
+    while beams:
+        results.update(beams.step())
+    assert 0 in results and len(results) == len(options)
+    for key, out in results.items():
+        expected = _alone(seed, int(key), options[int(key)], vocab, never_eos)  # type: ignore[call-overload]
+        assert [h.tokens for h in out] == [h.tokens for h in expected], key
+        assert [h.score for h in out] == [h.score for h in expected], key
+    assert len(results[0][0].tokens) == 40
+    if chooser == "arrays":
+        assert max(widths) == 64 and widths[-1] == 16
