@@ -13,6 +13,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+import inference.beam_search as beam_search_module
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine, gpu_present
 from testkit.synthetic import make_pairs
@@ -41,12 +42,16 @@ def _assert_decodes_like(expected: Engine, engine: Engine, batches: tuple[int, .
     """``engine`` finds the beams ``expected`` finds at each batch size. onnxruntime's CUDA provider runs fp32
     products in TF32 on Ampere and later (its use_tf32 default): scores and attention ~1e-3 off the CPU's."""
     for batch in batches:
-        for c, g in zip(_decode(expected, BEAM, batch), _decode(engine, BEAM, batch), strict=True):
-            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
-            for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
-                assert hg.score == pytest.approx(hc.score, abs=1e-2)
-                assert hc.attention is not None and hg.attention is not None
-                np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
+        _assert_same_beams(_decode(expected, BEAM, batch), _decode(engine, BEAM, batch))
+
+
+def _assert_same_beams(expected: list[Translation], got: list[Translation]) -> None:
+    for c, g in zip(expected, got, strict=True):
+        assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+        for hc, hg in zip(c.hypotheses, g.hypotheses, strict=True):
+            assert hg.score == pytest.approx(hc.score, abs=1e-2)
+            assert hc.attention is not None and hg.attention is not None
+            np.testing.assert_allclose(np.asarray(hg.attention), np.asarray(hc.attention), atol=1e-2)
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +76,16 @@ def test_cuda_engine_runs_on_the_gpu(cuda_engine: Engine) -> None:
 @pytest.mark.parametrize("batch", [1, 5, 24])
 def test_cuda_beam_search_equals_cpu(cpu_engine: Engine, cuda_engine: Engine, batch: int) -> None:
     _assert_decodes_like(cpu_engine, cuda_engine, (batch,))
+
+
+def test_cuda_beam_search_in_arrays_equals_the_cpu_walking(
+    cpu_engine: Engine, cuda_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search form large sets take (hypotheses in arrays, inference/beam_search.py ARRAYS_FROM), forced for a
+    batch of 24 on CUDA, finds the beams, scores and attention the CPU finds with its hypotheses linked."""
+    expected = _decode(cpu_engine, BEAM, 24)  # 24 sentences walk (ARRAYS_FROM is 56)
+    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 1)
+    _assert_same_beams(expected, _decode(cuda_engine, BEAM, 24))
 
 
 def test_fp16_bundle_exports_checks_and_decodes_on_cuda(
