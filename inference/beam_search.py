@@ -286,6 +286,21 @@ class _Arrays:
             s.rows = None
 
 
+class _Grown(NamedTuple):
+    """A step's grown hypotheses, (sentences, slots) each but ``grown``: each sentence's first ``grown`` slots hold
+    them in rank order, the rest repeat its last one (scored -inf)."""
+
+    grown: np.ndarray
+    """(sentences,) how many grew"""
+    from_slot: np.ndarray
+    """the slot of the hypothesis each extends"""
+    token: np.ndarray
+    lp: np.ndarray
+    """the token's log-probability (float32)"""
+    score: np.ndarray
+    """its new score (float64)"""
+
+
 def _settings(sentences: list[_Sentence]) -> tuple[np.ndarray, np.ndarray]:
     """The rows of :attr:`_Arrays.ints` and :attr:`_Arrays.floats` of sentences."""
     ints, floats = [], []
@@ -544,9 +559,10 @@ class BeamSearch:
         filled = slot < grown[:, None]
         score = np.where(filled, flat.take(proposal), -np.inf)
         length = position + 1  # every grown hypothesis' tokens
+        new = _Grown(grown, from_slot, token, new_lp, score)
         at_max = (length >= ints[:, MAX_LEN]) & (grown > 0)
         if at_max.any():  # hypotheses reaching max_len are finished as they are
-            self._finish_at_max(a, np.flatnonzero(at_max), grown, from_slot, token, new_lp, score, attention)
+            self._finish_at_max(a, np.flatnonzero(at_max), new, attention)
             grown = np.where(at_max, 0, grown)
         # Done: beam finished hypotheses, none alive, or (early_stop) its n_best best finished beat the best any
         # alive one can still reach: the larger of its score over length + 1 and over max_len (log-probabilities
@@ -560,7 +576,7 @@ class BeamSearch:
         done = [] if everyone else [(running[b].key, running[b].result()) for b in np.flatnonzero(~go_on).tolist()]
         kept = np.flatnonzero(go_on)
         if len(kept):
-            self._advance(a, kept, grown[kept], from_slot[kept], token[kept], new_lp[kept], score[kept], attention)
+            self._advance(a, kept, _Grown(grown[kept], *(x[kept] for x in new[1:])), attention)
         else:
             self._arrays = None
         if not everyone:
@@ -568,21 +584,12 @@ class BeamSearch:
             self.stepper.keep(kept)
         return done
 
-    def _advance(
-        self,
-        a: _Arrays,
-        kept: np.ndarray,
-        grown: np.ndarray,
-        from_slot: np.ndarray,
-        token: np.ndarray,
-        new_lp: np.ndarray,
-        score: np.ndarray,
-        attention: np.ndarray | None,
-    ) -> None:
-        """The kept sentences' next state: (kept, slots) arrays of what each new hypothesis extends and adds."""
+    def _advance(self, a: _Arrays, kept: np.ndarray, new: _Grown, attention: np.ndarray | None) -> None:
+        """The kept sentences' next state, from their rows of ``new``."""
         hyps = a.score.shape[1]
+        grown = new.grown
         slots = int(grown.max())
-        from_slot, token, new_lp, score = from_slot[:, :slots], token[:, :slots], new_lp[:, :slots], score[:, :slots]
+        from_slot, token, new_lp, score = (x[:, :slots] for x in new[1:])
         row = kept[:, None] * hyps + from_slot
         column = a.ints[kept, POSITION][:, None]
         columns, written = a.hist.shape[2], int(column.max()) + 1  # written: the most tokens after this step
@@ -675,31 +682,20 @@ class BeamSearch:
             scores.append(normed)
         self._count_finished(a, at_b, np.array(scores))
 
-    def _finish_at_max(
-        self,
-        a: _Arrays,
-        sentences: np.ndarray,
-        grown: np.ndarray,
-        from_slot: np.ndarray,
-        token: np.ndarray,
-        new_lp: np.ndarray,
-        score: np.ndarray,
-        attention: np.ndarray | None,
-    ) -> None:
-        """Finish these sentences' grown hypotheses as they are (max_len)."""
+    def _finish_at_max(self, a: _Arrays, sentences: np.ndarray, new: _Grown, attention: np.ndarray | None) -> None:
+        """Finish these sentences' grown hypotheses (``new``) as they are (max_len)."""
         at_b, scores = [], []
-        lps = a.hist[..., 1].view(np.float32)
         for b in sentences.tolist():
             s, length = self._running[b], int(a.ints[b, POSITION])
-            for j in range(int(grown[b])):
-                i = int(from_slot[b, j])
+            for j in range(int(new.grown[b])):
+                i = int(new.from_slot[b, j])
                 rows = []
                 if s.rows is not None and attention is not None:
                     rows = _unlink(s.rows[i]) + [attention[b, i, : s.source_len + 1]]
                 hist = np.empty((length + 1, 2), np.int32)
-                hist[:length, 0], hist[:length, 1] = a.hist[b, i, :length, 0], lps[b, i, :length].view(np.int32)
-                hist[length] = token[b, j], new_lp[b, j : j + 1].view(np.int32)[0]
-                normed = float(score[b, j]) / max(1, length + 1) ** s.options.length_penalty
+                hist[:length] = a.hist[b, i, :length]
+                hist[length] = new.token[b, j], new.lp[b, j : j + 1].view(np.int32)[0]
+                normed = float(new.score[b, j]) / max(1, length + 1) ** s.options.length_penalty
                 s.finished.append((normed, _Ended(hist, None, rows)))
                 at_b.append(b)
                 scores.append(normed)
