@@ -98,6 +98,10 @@ case "$step" in
     # the H200 took 1.7 ms in all
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b128.txt"
+    # the same with the search's hypotheses always linked (session 38: sets of 56 or more keep arrays), for the
+    # search's own time a step in the engine both ways
+    PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
+      --provider cuda --arrays-from 1000000000 2>&1 | quiet | tail -2 | tee -a "$OUT/static-host-b128.txt"
     # (session 38: hypotheses linked, a, against kept in arrays, b, the form sets of 56 or more now take; where the
     # two cost the same on this host's CPU says where ARRAYS_FROM belongs: about 48 sentences on the 2-core CPU)
     timeout 60 python3 -m bench search-cost --a . --a-arrays-from 1000000000 --b . --b-arrays-from 1 \

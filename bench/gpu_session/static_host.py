@@ -1,12 +1,14 @@
 """The host's own time in a static-shape step (``StaticState.step`` less its graph run), per step.
 
-    PYTHONPATH=TREE python bench/gpu_session/static_host.py BUNDLE INPUT BATCH [--provider cpu|cuda]
+    PYTHONPATH=TREE python bench/gpu_session/static_host.py BUNDLE INPUT BATCH [--provider cpu|cuda] [--arrays-from N]
 
 Decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps, four passes after one to warm up,
 timing each ``StaticState.step`` and the graph run inside it: what is left is the numpy and Python around the
 replay, which at batch 1 on a GPU waits between two replays; and per sentence, its admission (the static encoder's
 run on CUDA, then ``place``) and the graphs run through ``Engine.run_graph`` (``place``, ``grow``, ``compact``, and
-the encoder where it is not captured).
+the encoder where it is not captured). Also the beam search's own time a step in the engine (``BeamSearch.step``
+less the step it drives): ``--arrays-from`` sets the set size from which it keeps its hypotheses in arrays
+(inference/beam_search.py ARRAYS_FROM; 1: always, 1000000000: never), so two runs compare its two forms.
 PYTHONPATH picks the code tree measured (run it once with an older worktree for a side-by-side figure). Figures in
 docs/inference-core.md, sessions 26 and 27.
 """
@@ -18,13 +20,15 @@ import time
 from typing import Any
 
 from core.translation import DecodeOptions
-from inference import static_state
+from inference import beam_search, static_state
 from inference.engine import Engine
 
 
 def main(argv: list[str]) -> None:
     bundle, path, batch = argv[0], argv[1], int(argv[2])
     provider = argv[argv.index("--provider") + 1] if "--provider" in argv else "cpu"
+    if "--arrays-from" in argv:
+        beam_search.ARRAYS_FROM = int(argv[argv.index("--arrays-from") + 1])
     engine = Engine.load(bundle, provider=provider, threads=2, static_step=True)
     with open(path, encoding="utf-8") as lines:
         texts = [line.split("\t")[0] for line in lines if line.strip()][: max(40, 2 * batch)]
@@ -47,16 +51,20 @@ def main(argv: list[str]) -> None:
     static_state.StaticState.admit = timed("admit", static_state.StaticState.admit)  # type: ignore[method-assign]
     static_state.EncoderBucket.run = timed("encode", static_state.EncoderBucket.run)  # type: ignore[method-assign]
     engine.run_graph = timed("graphs", engine.run_graph)  # type: ignore[method-assign]
+    beam_search.BeamSearch.step = timed("search", beam_search.BeamSearch.step)  # type: ignore[method-assign]
     options = DecodeOptions(beam_size=4)
     for attempt in range(5):
-        totals.update({key: 0.0 for name in ("run", "step", "admit", "encode", "graphs") for key in (name, name + "s")})
+        names = ("run", "step", "admit", "encode", "graphs", "search")
+        totals.update({key: 0.0 for name in names for key in (name, name + "s")})
         for start in range(0, len(texts), batch):
             engine.translate(texts[start : start + batch], options)
         steps = max(1, int(totals["steps"]))
         if attempt:  # the first pass opens the buckets
+            search = (totals["search"] - totals["step"]) / steps
             print(
                 f"batch {batch}: host {(totals['step'] - totals['run']) / steps * 1e6:.1f} us a step, "
-                f"graph run {totals['run'] / steps * 1e6:.0f} us, {steps} steps; a sentence's admission "
+                f"graph run {totals['run'] / steps * 1e6:.0f} us, search {search * 1e6:.0f} us "
+                f"(ARRAYS_FROM {beam_search.ARRAYS_FROM}), {steps} steps; a sentence's admission "
                 f"{totals['admit'] / len(texts) * 1e3:.2f} ms (encoder {totals['encode'] / len(texts) * 1e3:.2f}), "
                 f"graphs run by Engine.run_graph {totals['graphs'] / len(texts) * 1e3:.2f} ms",
                 flush=True,
