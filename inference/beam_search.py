@@ -170,6 +170,9 @@ class _Ended(NamedTuple):
         return tokens, lps, self.rows
 
 
+_NO_KEYS = np.zeros(0, np.int64)
+"""No banned proposals (BeamSearch._banned)."""
+
 _ended = functools.partial(tuple.__new__, _Ended)
 """_Ended from a tuple of its fields, without NamedTuple's keyword handling (many a step)."""
 
@@ -514,7 +517,7 @@ class BeamSearch:
         running, ints, floats = self._running, a.ints, a.floats
         batch, hyps = a.score.shape
         beam, alive, position = ints[:, BEAM], ints[:, ALIVE], ints[:, POSITION]
-        banned, extra = self._banned(a) if ints[:, NGRAM].any() else (None, 0)
+        banned, extra = self._banned(a) if ints[:, NGRAM].any() else (_NO_KEYS, 0)
         widest = int(beam.max())
         k = min(2 * widest + extra, self.vocab_size)
         attend = bool(ints[:, ATTEND].any())
@@ -531,7 +534,7 @@ class BeamSearch:
         # hypothesis bans), not EOS and among the first `beam` such of its sentence; an EOS finishes one when
         # fewer than `beam` grew before it: what the walk does.
         real = parent < alive[:, None]
-        if banned is not None and len(banned):  # a banned token is a proposal the walk skips (never EOS)
+        if len(banned):  # a banned token is a proposal the walk skips (never EOS)
             keys = ((np.arange(batch) * hyps)[:, None] + parent) * self.vocab_size + ids
             real &= ~np.isin(keys, banned)
         ends = ids == self.eos_id
@@ -643,7 +646,7 @@ class BeamSearch:
                 match &= tokens[:, :, q : q + starts] == last[:, :, None]
             b, i, start = np.nonzero(match)
             keys.append((b * hyps + i) * self.vocab_size + tokens[b, i, start + tail])
-        banned = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        banned = np.unique(np.concatenate(keys)) if keys else _NO_KEYS
         if not len(banned):
             return banned, 0
         return banned, int(np.unique(banned // self.vocab_size, return_counts=True)[1].max())
