@@ -1,7 +1,7 @@
 """What the beam search's own bookkeeping costs per decoder step, without a model: two code trees side by side.
 
     python -m bench search-cost [--a OLD_TREE] [--b .] [--batch-sizes 1,8,32,128] [--beam 4] [--steps 400]
-                                [--repeats 5] [--a-arrays-from N] [--b-arrays-from N]
+                                [--repeats 5] [--a-arrays-from N] [--b-arrays-from N] [--evict-mb MB]
                                 [--out docs/reports/search-cost/report]
 
 On a GPU the decoder step is cheap and the host work around it is not: the H100 profile of docs/inference-core.md
@@ -43,8 +43,9 @@ VOCAB, BOS, EOS = 8000, 1, 2
 
 class Stepper:
     # Outputs are drawn before the clock starts: a pool of rows, handed out in turn.
-    def __init__(self, seed, k, pieces):
+    def __init__(self, seed, k, pieces, evict_mb=0):
         rng = np.random.default_rng(seed)
+        self.evict = np.ones(evict_mb * (1 << 20) // 8) if evict_mb else None
         drawn = np.arange(3, min(VOCAB, 3 + pieces))
         self.pool_ids = np.stack([rng.choice(drawn, size=k, replace=False) for _ in range(4096)])
         lp = np.sort(np.log(rng.dirichlet(np.full(k, 0.3), size=4096) + 1e-9), axis=1)[:, ::-1]
@@ -70,13 +71,16 @@ class Stepper:
         over = positions >= self.lengths[self.running]
         ids[over, :, 0] = EOS
         out = lp, ids, np.zeros((batch, hyps, 8), np.float32)
+        if self.evict is not None:  # stream through memory, as a graph run reads its weights: caches go cold
+            self.evict += 1.0
         self.seconds += time.perf_counter() - started
         return out
 
 
-def run(batch, beam, steps, seed, ngram=0, penalty=1.0, pieces=VOCAB):
+def run(batch, beam, steps, seed, ngram=0, penalty=1.0, pieces=VOCAB, evict_mb=0):
     k = 2 * beam
-    stepper = Stepper(seed, k + (32 if ngram else 0), pieces)  # the guard asks for k + the most a hypothesis bans
+    # the guard asks for k + the most a hypothesis bans
+    stepper = Stepper(seed, k + (32 if ngram else 0), pieces, evict_mb)
     search = BeamSearch(stepper, vocab_size=VOCAB, bos_id=BOS, eos_id=EOS)
     options = SearchOptions(beam_size=beam, max_len=64, no_repeat_ngram=ngram, length_penalty=penalty)
     search.admit((key, [5] * 12, options) for key in range(batch))
@@ -97,6 +101,7 @@ for line in sys.stdin:
     job = json.loads(line)
     extra = {"ngram": job["ngram"], "penalty": job["penalty"]} if job.get("ngram") or job.get("penalty") else {}
     extra |= {"pieces": job["pieces"]} if job.get("pieces") else {}
+    extra |= {"evict_mb": job["evict_mb"]} if job.get("evict_mb") else {}
     print(json.dumps(run(job["batch"], job["beam"], job["steps"], job["seed"], **extra)), flush=True)
 """
 
@@ -122,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="draw the stepper's tokens from this many pieces instead of 8,000, so that hypotheses repeat pieces "
         "(and the n-gram guard bans some) as a real model's do; 0: 8,000",
+    )
+    parser.add_argument(
+        "--evict-mb",
+        type=int,
+        default=0,
+        help="after each step the stepper writes through this many MB (not counted), as a graph run on the CPU "
+        "streams its weights through the caches: the search then runs cold, as in the CPU engine (16 covers "
+        "this machine's L2 and the shipped model's 8 MB output projection); 0: warm, as between a GPU's steps",
     )
     for side in ("a", "b"):
         parser.add_argument(
@@ -153,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                         job |= {"ngram": args.no_repeat_ngram, "penalty": args.length_penalty}
                     if args.pieces:
                         job["pieces"] = args.pieces
+                    if args.evict_mb:
+                        job["evict_mb"] = args.evict_mb
                     runs[key].append(side.call(job))
             row: dict[str, Any] = {"batch": batch, "beam": args.beam, "steps": args.steps}
             for key in sides:
@@ -182,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         + f"; beam {args.beam}, n-gram guard {args.no_repeat_ngram}, length penalty {args.length_penalty:g}, "
         + (f"tokens drawn from {args.pieces} pieces, " if args.pieces else "")
+        + (f"{args.evict_mb} MB written between steps (cold caches), " if args.evict_mb else "")
         + f"{args.steps} steps a run, the set kept full, median of {args.repeats} alternated"
         " runs; the synthetic stepper's own time is not counted.",
         "",

@@ -47,3 +47,14 @@ def test_the_two_forms_of_one_tree_choose_the_same(tmp_path: Path) -> None:
     assert data["arrays_from"] == {"a": 1000000000, "b": 1}
     assert all(row["same_outputs"] for row in data["rows"])
     assert "(ARRAYS_FROM 1)" in out.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_cold_caches_change_no_choice_and_the_report_says_so(tmp_path: Path) -> None:
+    """``--evict-mb``: the stepper writes through memory between steps (the search runs with cold caches, as beside
+    onnxruntime on the CPU); the same tree twice chooses the same tokens, and the report says how much was written."""
+    out = tmp_path / "report"
+    argv = ["--a", ".", "--b", ".", "--batch-sizes", "3", "--steps", "30", "--repeats", "1", "--out", str(out)]
+    assert search_cost.main([*argv, "--evict-mb", "1"]) == 0
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert all(row["same_outputs"] for row in data["rows"])
+    assert "1 MB written between steps" in out.with_suffix(".md").read_text(encoding="utf-8")
