@@ -23,6 +23,7 @@ COMMANDS = {
     "ort-beam-search": "bench.ort_beam_search",
     "attention": "bench.attention",
     "model-memory": "bench.model_memory",
+    "shortlist": "bench.shortlist",
     # server load
     "load": "bench.load",
     "running-sets": "bench.running_sets",

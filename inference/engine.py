@@ -39,6 +39,7 @@ from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.capture import GATE
 from inference.sampling import sample
+from inference.shortlist import GRAPH_INPUTS, Shortlist
 from inference.static_state import BufferPool, StaticState, warm
 from inference.threads import session_options, share_pool, shared_pool_size
 
@@ -122,6 +123,12 @@ def choose_graphs(manifest: dict[str, Any], requested: str, provider: str) -> st
     return requested
 
 
+SHORTLIST_MOST = 0.25
+"""``Engine.shortlist_most``'s default: on the 2-core CPU of session 39 the shortlisted step gained at batch 1 (lists of
+~1,600 of 8,000 pieces), and was no faster at batch 8 and slower at 32 (`python -m bench shortlist`,
+docs/performance.md)."""
+
+
 class DeviceState:
     """The device side of a running set (a beam_search.Stepper): every running sentence's encoder memory
     (source mask, cross K/V) and the self-attention cache, as OrtValues that never leave the device."""
@@ -133,6 +140,9 @@ class DeviceState:
         self.width = 0  # source positions in the memory
         self.cache: list[Any] | None = None  # present_k_0, present_v_0, ... of the last step
         self.cached = 0  # columns in the cache
+        self.lists: list[np.ndarray] = []  # with a shortlist: each running sentence's pieces (inference/shortlist.py)
+        # The set's shortlisted step inputs (Shortlist.union) and its allowed rows at the last step's hypotheses
+        self._scored: tuple[tuple[dict[str, np.ndarray], np.ndarray] | None, np.ndarray | None] | None = None
 
     def _run(self, role: str, inputs: dict[str, Any], outputs: list[str], cpu: int = 0) -> list[Any]:
         return self.engine.run_graph(role, inputs, outputs, cpu)
@@ -142,6 +152,9 @@ class DeviceState:
         names = engine.memory_names
         new = self._run("encoder", {"src_ids": engine.source_batch(sources)}, names)
         self.source_lens += [len(ids) + 1 for ids in sources]
+        if engine.shortlist is not None:
+            self.lists += [engine.shortlist.sentence(ids) for ids in sources]
+            self._scored = None
         self.width = max(self.width, *(len(ids) + 1 for ids in sources))
         if self.memory is None:
             self.memory = new
@@ -172,8 +185,23 @@ class DeviceState:
             **dict(zip(engine.past_names, self.cache, strict=True)),
         }
         outputs = ["topk_logprobs", "topk_ids", "attention", *engine.present_names]
+        role = "decoder"
+        if self.lists:  # only the set's listed pieces are scored, each hypothesis' masked to its sentence's
+            if self._scored is None:  # the set changed: None when its lists together are too much of the vocabulary
+                assert engine.shortlist is not None
+                self._scored = engine.shortlist.union(self.lists, engine.shortlist_most), None
+            listed, rows = self._scored
+            if listed is not None:
+                hyps = tokens.shape[1]
+                if rows is None or len(rows) != len(self.lists) * hyps:
+                    rows = np.repeat(listed[1], hyps, axis=0)
+                    self._scored = listed, rows
+                inputs |= listed[0]
+                inputs["allowed"] = rows
+                inputs["k"] = np.full(engine.k_shape, min(k, len(listed[0]["vocab"])), dtype=np.int64)
+                role = "decoder_shortlist"
         # The attention rows come to the host only when a sentence asked for them.
-        top_lp, top_ids, rows, *self.cache = self._run("decoder", inputs, outputs, cpu=3 if attention else 2)
+        top_lp, top_ids, rows, *self.cache = self._run(role, inputs, outputs, cpu=3 if attention else 2)
         self.cached += 1
         return top_lp.numpy(), top_ids.numpy(), rows.numpy() if attention else None
 
@@ -197,6 +225,8 @@ class DeviceState:
 
     def keep(self, sentences: np.ndarray) -> None:
         self.source_lens = [self.source_lens[i] for i in sentences.tolist()]
+        if self.lists:
+            self.lists, self._scored = [self.lists[i] for i in sentences.tolist()], None
         if not self.source_lens:  # the set is empty: the next admit starts afresh
             self.memory, self.cache, self.cached, self.width = None, None, 0, 0
             return
@@ -367,6 +397,11 @@ class Engine:
         ends after a second idle, its thread, graphs and context stay); they end with the engine."""
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
+        self.shortlist: Shortlist | None = None
+        """With ``load(shortlist=True)``: the bundle's vocabulary shortlist, which the running sets' steps use."""
+        self.shortlist_most = SHORTLIST_MOST
+        """A running set whose sentences' lists together hold more than this share of the vocabulary decodes with the
+        whole vocabulary: the shortlisted step, whose projection onnxruntime cannot pre-pack, costs more there."""
 
     @classmethod
     def load(
@@ -382,6 +417,7 @@ class Engine:
         cuda_graph: bool = True,
         cohorts: int | None = None,
         static_warm: int = 0,
+        shortlist: bool = False,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -407,6 +443,11 @@ class Engine:
 
         ``cohorts`` caps the cohorts of a running set (RunningSet); None: ``COHORTS_CPU`` on the CPU with the
         dynamic state, 1 on CUDA and with static steps, where a graph call costs more than padding does.
+
+        ``shortlist`` scores only the target pieces each sentence may plausibly produce (the bundle's table, written
+        by ``python -m training shortlist``; inference/shortlist.py): faster on the CPU, an approximation, measured by
+        ``python -m bench shortlist``. Used with the main graphs on the CPU and the dynamic state; elsewhere it is
+        ignored with a warning (on a GPU the output projection is not what a step waits for).
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -475,6 +516,8 @@ class Engine:
             if static_warm < 0:
                 raise EngineError(f"static_warm={static_warm} must be 0 (none) or more sentences")
             engine.static_warm = static_warm
+        if shortlist:
+            _open_shortlist(engine, step_options, providers)
         if static_step or engine.provider == "CUDAExecutionProvider":
             engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
         if cohorts is None:
@@ -724,6 +767,33 @@ def _empty(options: DecodeOptions) -> Translation:
     hypothesis = Hypothesis(text="", pieces=[], token_ids=[], score=0.0, token_logprobs=[], attention=attention)
     alignment = WordAlignment([], [], [], []) if options.return_attention else None
     return Translation(source_pieces=[], hypotheses=[hypothesis], alignment=alignment)
+
+
+def _open_shortlist(engine: Engine, options: ort.SessionOptions, providers: list[str]) -> None:
+    """Open the bundle's vocabulary shortlist for ``load(shortlist=True)``, where it applies."""
+    bundle, manifest = engine.bundle_dir, engine.manifest
+    if "shortlist" not in manifest:
+        raise EngineError(
+            f"shortlist: {bundle} has no vocabulary shortlist; add one with `python -m training shortlist "
+            f"{bundle} --data TRAIN.tsv` (docs/bundle.md), or leave MT_SHORTLIST off"
+        )
+    if engine.provider != "CPUExecutionProvider" or engine.graphs != "main" or engine.static_step:
+        log.warning(
+            "shortlist: used with the main graphs on the CPU only; %s decodes with the whole vocabulary", bundle
+        )
+        return
+    path = bundle / manifest["shortlist"]["graph"]
+    try:
+        with GATE.shared():
+            session = ort.InferenceSession(str(path), options, providers=providers)
+    except Exception as err:  # onnxruntime's own exception types
+        raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
+    _check_names(path, "decoder", session, int(manifest["architecture"]["decoder_layers"]))
+    if not set(GRAPH_INPUTS) <= {i.name for i in session.get_inputs()}:
+        raise BundleError(f"{path} lacks the inputs {list(GRAPH_INPUTS)}; add the shortlist again")
+    engine.sessions["decoder_shortlist"] = session
+    engine.raw_sessions["decoder_shortlist"] = session._sess
+    engine.shortlist = Shortlist.load(bundle, manifest)
 
 
 def _check_names(path: Path, role: str, session: ort.InferenceSession, layers: int) -> None:

@@ -153,6 +153,7 @@ def create_app(
             static_step=settings.static_step,
             static_warm=settings.max_batch_sentences if settings.static_warm < 0 else settings.static_warm,
             shared_pool=settings.shared_pool,
+            shortlist=settings.shortlist,
             cohorts=settings.cohorts,
             graphs=settings.graphs,
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.bundle import BundleError
+from core.bundle import BundleError, read_manifest
 from core.translation import DecodeOptions, Translation
 from service.batcher import BatchEngine
 from service.metrics import Metrics
@@ -59,13 +59,24 @@ def load_engine(
     static_step: bool = False,
     static_warm: int = 0,
     shared_pool: bool = False,
+    shortlist: bool = False,
     cohorts: int = 0,
     graphs: str = "auto",
 ) -> Engine:
     """The real engine (onnxruntime), imported only when a real bundle is loaded; ``cohorts`` 0: the engine's
     default; ``graphs``: which of the bundle's graph sets (``Engine.load``); ``static_warm``: with ``static_step``,
-    the largest running sets whose buckets the warm-up opens."""
+    the largest running sets whose buckets the warm-up opens; ``shortlist``: the bundle's vocabulary shortlist where
+    it has one (a warning where it has none)."""
     from inference.engine import Engine as OnnxEngine
+
+    if shortlist and "shortlist" not in read_manifest(bundle, verify=False):
+        log.warning(
+            "MT_SHORTLIST: %s has no vocabulary shortlist (add one: python -m training shortlist %s --data TRAIN.tsv); "
+            "it decodes with the whole vocabulary",
+            bundle,
+            bundle,
+        )
+        shortlist = False
 
     return OnnxEngine.load(
         bundle,
@@ -74,6 +85,7 @@ def load_engine(
         static_step=static_step,
         static_warm=static_warm if static_step else 0,
         shared_pool=shared_pool,
+        shortlist=shortlist,
         cohorts=cohorts or None,
         graphs=graphs,
     )

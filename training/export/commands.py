@@ -169,6 +169,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_run)
     _register_import(subparsers)
     _register_graft(subparsers)
+    _register_shortlist(subparsers)
 
 
 def _run_import(args: argparse.Namespace) -> int:
@@ -217,3 +218,44 @@ def _register_graft(subparsers: Any) -> None:
     p.add_argument("target", help="bundle to change in place")
     p.add_argument("--set", default="cuda", help="the graph set to replace (default: cuda)")
     p.set_defaults(func=_run_graft)
+
+
+def _run_shortlist(args: argparse.Namespace) -> int:
+    from training.export.shortlist import add_to_bundle
+
+    added = add_to_bundle(
+        Path(args.bundle),
+        [Path(p) for p in args.data],
+        args.per_piece,
+        args.frequent,
+        limit=args.limit,
+        copy_source=not args.no_copy_source,
+        reverse=args.reverse,
+    )
+    print(json.dumps({"bundle": args.bundle, "shortlist": added}, indent=2))
+    return 0
+
+
+def _register_shortlist(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "shortlist",
+        help="add a vocabulary shortlist to a bundle (faster CPU decoding; the engine uses it when asked)",
+        description="Count which target pieces follow which source pieces in parallel text, and write into BUNDLE "
+        "the table (shortlist.npz) and a decoder step that scores only a sentence's listed pieces "
+        "(decoder_shortlist.onnx); the manifest records both. The engine uses them with Engine.load(shortlist=True) "
+        "/ MT_SHORTLIST=1 on the CPU; `python -m bench shortlist` measures speed and BLEU with and without.",
+    )
+    p.add_argument("bundle", help="bundle to change in place (its main decoder must have float logits: int8cl, fp32)")
+    p.add_argument("--data", nargs="+", required=True, help="parallel TSVs (source<TAB>target), e.g. the training data")
+    p.add_argument("--per-piece", type=int, default=100, help="likeliest target pieces kept per source piece")
+    p.add_argument("--frequent", type=int, default=600, help="most frequent target pieces every sentence may use")
+    p.add_argument("--limit", type=int, default=0, help="read at most this many pairs (0: all)")
+    p.add_argument(
+        "--reverse", action="store_true", help="the TSVs are target<TAB>source (e.g. the en-de data for a de-en model)"
+    )
+    p.add_argument(
+        "--no-copy-source",
+        action="store_true",
+        help="do not let a sentence produce its own source pieces unless the table lists them",
+    )
+    p.set_defaults(func=_run_shortlist)

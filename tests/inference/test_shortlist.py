@@ -1,0 +1,192 @@
+"""The vocabulary shortlist: its table, its decoder step against the whole-vocabulary one, and the engine with it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from core.bundle import read_manifest
+from core.tokenizer import Tokenizer
+from core.translation import DecodeOptions
+from inference.engine import Engine, EngineError
+from inference.shortlist import Shortlist
+from testkit.synthetic import WORDS, make_pairs
+from training.cli import main as training_cli
+from training.export.shortlist import translation_table
+
+TEXTS = [s for s, _ in make_pairs(8, seed=21, min_len=1, max_len=7)] + ["hello world", "gold gold gold gold"]
+OPTIONS = DecodeOptions(beam_size=4, n_best=2, length_penalty=0.6)
+
+
+@pytest.fixture(scope="module")
+def listed_bundle(
+    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The tiny bundle with a shortlist, added as a user would (``python -m training shortlist``)."""
+    out = tmp_path_factory.mktemp("shortlist") / "tiny"
+    shutil.copytree(tiny_bundle, out)
+    argv = ["shortlist", str(out), "--data", str(synthetic_corpus[0]), "--per-piece", "3", "--frequent", "16"]
+    assert training_cli(argv) == 0
+    return out
+
+
+def test_ibm1_finds_each_word_s_translation(tiny_bundle: Path, synthetic_corpus: tuple[Path, Path]) -> None:
+    """The synthetic task's target spells each source word in capitals: for every word, the likeliest translation
+    of its first source piece is a piece of its capitalised form (a broken E or M step scatters them)."""
+    tokenizer = Tokenizer(tiny_bundle)
+    pairs = [line.split("\t") for line in synthetic_corpus[0].read_text(encoding="utf-8").splitlines()][:1500]
+    sources = [np.array(tokenizer.encode_source(s), np.int64) for s, _ in pairs]
+    targets = [np.array(tokenizer.encode_target(t), np.int64) for _, t in pairs]
+    table = translation_table(sources, targets, len(tokenizer), iterations=5)
+    assert np.allclose(table.sum(axis=1)[np.unique(np.concatenate(sources))], 1.0, atol=1e-4)
+    for word in WORDS:
+        first = tokenizer.encode_source(word)[0]
+        assert int(table[first].argmax()) in tokenizer.encode_target(word.upper()), word
+
+
+def test_the_bundle_records_and_verifies_its_shortlist(listed_bundle: Path) -> None:
+    manifest = read_manifest(listed_bundle)  # every file's checksum, the new ones included
+    entry = manifest["shortlist"]
+    assert {entry["table"], entry["graph"]} <= set(manifest["files"])
+    assert entry["frequent"] <= 16 and entry["per_piece"] == 3 and entry["copy_source"] is True
+
+
+def _decoder_feeds(engine: Engine) -> list[dict[str, np.ndarray]]:
+    """Real inputs of the decoder step, captured while the engine translates TEXTS in one batch."""
+    feeds: list[dict[str, np.ndarray]] = []
+    run_graph = engine.run_graph
+
+    def capture(role: str, inputs: dict[str, Any], outputs: list[str], *args: Any, **kwargs: Any) -> list[Any]:
+        if role == "decoder":
+            feeds.append({k: np.array(v if isinstance(v, np.ndarray) else v.numpy()) for k, v in inputs.items()})
+        return run_graph(role, inputs, outputs, *args, **kwargs)
+
+    engine.run_graph = capture  # type: ignore[method-assign]
+    try:
+        engine.translate(TEXTS, OPTIONS)
+    finally:
+        del engine.run_graph
+    return feeds
+
+
+def test_the_step_scores_each_row_over_its_own_list(listed_bundle: Path) -> None:
+    """The shortlisted step's top-k equals a log-softmax over each row's allowed pieces of the whole-vocabulary
+    step's distribution, and with every piece listed and allowed, the whole-vocabulary step's top-k."""
+    manifest = read_manifest(listed_bundle)
+    engine = Engine.load(listed_bundle, provider="cpu", threads=1)
+    table = Shortlist.load(listed_bundle, manifest)
+    full = ort.InferenceSession(str(listed_bundle / "decoder.onnx"), providers=["CPUExecutionProvider"])
+    short = ort.InferenceSession(
+        str(listed_bundle / manifest["shortlist"]["graph"]), providers=["CPUExecutionProvider"]
+    )
+    vocab_size = engine.vocab_size
+    rng = np.random.default_rng(3)
+    feeds = _decoder_feeds(engine)
+    assert len(feeds) > 3
+    for feed in feeds[1:4]:
+        rows = feed["tokens"].size
+        k = int(feed["k"].reshape(-1)[0])
+        whole_lp, whole_ids = full.run(
+            ["topk_logprobs", "topk_ids"], {**feed, "k": np.full_like(feed["k"], vocab_size)}
+        )
+        logprobs = np.full((rows, vocab_size), -np.inf)
+        np.put_along_axis(logprobs, whole_ids.reshape(rows, -1), whole_lp.reshape(rows, -1).astype(np.float64), axis=1)
+
+        everything = table.union([np.arange(vocab_size)])
+        assert everything is not None
+        every_row = np.ones((rows, vocab_size), bool)
+        lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **everything[0], "allowed": every_row})
+        full_lp, full_ids = full.run(["topk_logprobs", "topk_ids"], feed)
+        assert np.array_equal(ids, full_ids)
+        assert np.allclose(lp, full_lp, atol=1e-5)
+
+        listed = np.sort(rng.choice(vocab_size, size=40, replace=False))
+        allowed = rng.random((rows, len(listed))) < 0.6
+        allowed[:, :k] = True  # at least k pieces a row
+        one = table.union([listed])
+        assert one is not None and one[1].all()
+        lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **one[0], "allowed": allowed})
+        lp, ids = lp.reshape(rows, -1), ids.reshape(rows, -1)
+        for r in range(rows):
+            own = listed[allowed[r]]
+            restricted = logprobs[r, own] - np.logaddexp.reduce(logprobs[r, own])
+            best = np.argsort(-restricted, kind="stable")[:k]
+            assert np.array_equal(ids[r], own[best])
+            assert np.allclose(lp[r], restricted[best], atol=1e-5)
+
+
+def test_a_list_of_every_piece_translates_as_the_whole_vocabulary(listed_bundle: Path) -> None:
+    """The engine's shortlisted path (inputs gathered once per set, k within the list, hypotheses reordered) with a
+    list that holds every piece: the same translations as without a shortlist."""
+    plain = Engine.load(listed_bundle, provider="cpu", threads=1)
+    listed = Engine.load(listed_bundle, provider="cpu", threads=1, shortlist=True)
+    assert listed.shortlist is not None
+    table = listed.shortlist
+    listed.shortlist = Shortlist(
+        np.arange(listed.vocab_size), np.full((listed.vocab_size, 1), -1), [], (table.weight, table.bias)
+    )
+    listed.shortlist_most = 1.0
+    for texts in (TEXTS, TEXTS[:1], TEXTS[3:4]):
+        want, got = plain.translate(texts, OPTIONS), listed.translate(texts, OPTIONS)
+        assert [[h.token_ids for h in t.hypotheses] for t in got] == [[h.token_ids for h in t.hypotheses] for t in want]
+        for t, u in zip(got, want, strict=True):
+            assert np.allclose([h.score for h in t.hypotheses], [h.score for h in u.hypotheses], atol=1e-4)
+
+
+def test_translations_keep_to_their_lists_whatever_their_batch_mates(listed_bundle: Path) -> None:
+    """With the bundle's table, each translation uses only its sentence's pieces, and a sentence translates the
+    same alone and beside others (each hypothesis is masked to its own sentence's list)."""
+    engine = Engine.load(listed_bundle, provider="cpu", threads=1, shortlist=True)
+    assert engine.shortlist is not None
+    engine.shortlist_most = 1.0  # the tiny vocabulary: every set within the shortlist
+    together = engine.translate(TEXTS, OPTIONS)
+    smaller = 0
+    for text, translation in zip(TEXTS, together, strict=True):
+        own = engine.shortlist.sentence(engine.tokenize(text))
+        smaller += len(own) < engine.vocab_size
+        for hyp in translation.hypotheses:
+            assert np.isin(hyp.token_ids, own).all(), text
+        alone = engine.translate([text], OPTIONS)[0]
+        assert [h.token_ids for h in alone.hypotheses] == [h.token_ids for h in translation.hypotheses], text
+    assert smaller == len(TEXTS)  # the lists are real restrictions
+
+
+def test_a_set_whose_lists_cover_most_of_the_vocabulary_decodes_with_all_of_it(listed_bundle: Path) -> None:
+    """Past ``shortlist_most`` of the vocabulary the set takes the whole-vocabulary step: the plain translations."""
+    plain = Engine.load(listed_bundle, provider="cpu", threads=1)
+    engine = Engine.load(listed_bundle, provider="cpu", threads=1, shortlist=True)
+    assert engine.shortlist is not None
+    union = np.unique(np.concatenate([engine.shortlist.sentence(engine.tokenize(t)) for t in TEXTS]))
+    engine.shortlist_most = (len(union) - 1) / engine.vocab_size
+    want, got = plain.translate(TEXTS, OPTIONS), engine.translate(TEXTS, OPTIONS)
+    assert [[h.token_ids for h in t.hypotheses] for t in got] == [[h.token_ids for h in t.hypotheses] for t in want]
+    alone = engine.shortlist.sentence(engine.tokenize(TEXTS[0]))
+    assert len(alone) <= engine.shortlist_most * engine.vocab_size  # alone, the same sentence keeps to its list
+    assert np.isin(engine.translate(TEXTS[:1], OPTIONS)[0].best.token_ids, alone).all()
+
+
+def test_loading_a_shortlist_the_bundle_lacks_says_how_to_add_one(tiny_bundle: Path) -> None:
+    with pytest.raises(EngineError, match="python -m training shortlist"):
+        Engine.load(tiny_bundle, provider="cpu", threads=1, shortlist=True)
+
+
+def test_an_inline_projection_is_returned_as_the_one_in_the_weights_file(listed_bundle: Path, tmp_path: Path) -> None:
+    """A decoder that holds its weights inline (no weights file) gives its projection to the table itself: the same
+    rows the engine reads from the weights file at the manifest's offset, and the same bias."""
+    import onnx
+
+    from training.export.shortlist import shortlist_graph
+
+    inline = tmp_path / "decoder.onnx"
+    onnx.save(onnx.load(str(listed_bundle / "decoder.onnx")), str(inline))  # external data read, written inline
+    weight, bias = shortlist_graph(inline, tmp_path / "decoder_shortlist.onnx")
+    table = Shortlist.load(listed_bundle, read_manifest(listed_bundle))
+    assert isinstance(weight, np.ndarray)
+    assert np.array_equal(weight, table.weight) and np.array_equal(bias, table.bias)
+    session = ort.InferenceSession(str(tmp_path / "decoder_shortlist.onnx"), providers=["CPUExecutionProvider"])
+    assert {"vocab", "weight", "bias", "allowed"} <= {i.name for i in session.get_inputs()}

@@ -1,0 +1,249 @@
+"""A vocabulary shortlist for the CPU: each sentence's decoder steps score only the target pieces it can plausibly use.
+
+On the CPU a batch-1 decoder step of the default model spends much of its time in the output projection: an 8 MB
+fp32 matrix read for 4 rows, then a log-softmax and a top-k over 8,000 pieces (`python -m bench profile-decode
+--batch 1` puts its Gemm at a quarter of the step's kernel time). A shortlist keeps, for one sentence,
+
+* the ``frequent`` most frequent target pieces of the training data (function words, punctuation),
+* the source's own pieces (names, numbers and placeholders pass through; the vocabulary is joint), unless
+  ``--no-copy-source``,
+* for each source piece its ``per_piece`` likeliest translations among the other pieces, by IBM Model 1 on the
+  training pairs (:func:`build_table`),
+* EOS and UNK,
+
+and the decoder step computes logits for those pieces only. It is an approximation (a piece outside the list cannot
+be produced), so the engine uses it only when asked (``Engine.load(shortlist=True)``) and ``python -m bench
+shortlist`` measures what it costs in BLEU and gains in speed.
+
+``python -m training shortlist BUNDLE --data TRAIN.tsv`` writes into a bundle
+
+* ``shortlist.npz``: ``frequent`` (F,) and ``candidates`` (vocab, per_piece) int32, -1 padding, and the output
+  projection's ``bias`` (vocab,) float32; its weight is read from the bundle's weights file where the decoder keeps
+  it (the manifest's ``shortlist.weight``: file, offset, shape), or stored here as ``weight`` (vocab, d_model);
+* ``decoder_shortlist.onnx``: the bundle's main decoder, its output projection taken as inputs: ``vocab`` (N,)
+  int64, the pieces the running set's sentences may use, ``weight`` (N, d_model) and ``bias`` (N,), their rows of
+  the projection (gathered by the engine once per change of the set, not each step), and ``allowed`` (rows, N)
+  bool, which of them each hypothesis' sentence may use. The logits of pieces not ``allowed`` are -inf before the
+  log-softmax (so a sentence's scores do not depend on its batch mates' lists), and ``topk_ids`` are mapped back
+  to vocabulary ids. Its other weights are the bundle's weights file's: the bundle grows by the table and a graph
+  (~1 MB for the default model).
+
+and records both under the manifest's ``shortlist`` key.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.bundle import read_manifest, write_manifest
+from core.tokenizer import Tokenizer
+from inference.shortlist import GRAPH_FILE, TABLE_FILE
+
+log = logging.getLogger(__name__)
+
+MIN_FREQUENT = 16
+"""A sentence's list always holds at least this many pieces (the search asks each step for 2 x beam of them, more
+with the n-gram guard; a sentence with fewer gets -inf proposals past its list)."""
+
+
+def build_table(
+    tokenizer: Tokenizer, pairs: list[tuple[str, str]], per_piece: int, frequent: int, iterations: int = 5
+) -> tuple[np.ndarray, np.ndarray]:
+    """(frequent ids (F,), candidates (vocab, per_piece) int32 with -1 padding) from parallel text: the ``frequent``
+    most frequent target pieces, and for each source piece the ``per_piece`` others it likeliest translates into
+    (:func:`translation_table`)."""
+    if frequent < MIN_FREQUENT:
+        raise ValueError(f"frequent={frequent}: at least {MIN_FREQUENT}")
+    vocab = len(tokenizer)
+    sources = [np.array(tokenizer.encode_source(source), np.int64) for source, _ in pairs]
+    targets = [np.array(tokenizer.encode_target(target), np.int64) for _, target in pairs]
+    frequency = np.bincount(np.concatenate(targets), minlength=vocab)
+    table = translation_table(sources, targets, vocab, iterations)
+    top = np.argsort(-frequency, kind="stable")[:frequent]
+    top = top[frequency[top] > 0]
+    table[:, top] = -1.0  # every sentence has those: each source piece's own slots go to others
+    order = np.argsort(-table, axis=1, kind="stable")[:, :per_piece]
+    found = np.take_along_axis(table, order, axis=1) > 0
+    return np.sort(top).astype(np.int32), np.where(found, order, -1).astype(np.int32)
+
+
+def translation_table(sources: list[np.ndarray], targets: list[np.ndarray], vocab: int, iterations: int) -> np.ndarray:
+    """IBM Model 1's t(target piece | source piece) (Brown et al. 1993), (vocab, vocab) float32: each target piece
+    of a pair is drawn from one of its source pieces or from NULL, ``iterations`` rounds of EM from uniform."""
+    null = vocab  # the source side's extra row: target pieces no source piece accounts for (articles, endings)
+    table = np.full((vocab + 1, vocab), 1.0 / vocab, np.float32)
+    for round_ in range(iterations):
+        counts = np.zeros((vocab + 1) * vocab)
+        keys: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        for source, t in zip(sources, targets, strict=True):
+            s = np.append(source, null)
+            p = table[s[:, None], t[None, :]]
+            keys.append((s[:, None] * vocab + t[None, :]).reshape(-1))
+            weights.append((p / p.sum(axis=0, keepdims=True)).reshape(-1))  # which source piece made each target one
+            if len(keys) == 5000:
+                counts += np.bincount(np.concatenate(keys), np.concatenate(weights), minlength=len(counts))
+                keys, weights = [], []
+        if keys:
+            counts += np.bincount(np.concatenate(keys), np.concatenate(weights), minlength=len(counts))
+        by_source = counts.reshape(vocab + 1, vocab)
+        table = (by_source / np.maximum(by_source.sum(axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        log.info("shortlist: IBM model 1, round %d of %d", round_ + 1, iterations)
+    return table[:vocab]
+
+
+def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarray, np.ndarray]:
+    """Write the shortlisted decoder step (module docstring) and return the output projection it replaced, which the
+    engine gathers from: where the weight lies in the bundle's weights file (``file``, ``offset``, ``shape`` (d_model,
+    vocab) float32), or the (vocab, d_model) weight itself when the graph holds it inline; and the (vocab,) bias.
+    Refuses a decoder whose output projection is not a float MatMul of a constant (d_model, vocab) weight plus a
+    constant bias (an int8 output projection)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(decoder), load_external_data=False)
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output}
+    topk = [n for n in graph.node if n.op_type == "TopK"]
+    if len(topk) != 1:
+        raise ValueError(f"{decoder}: expected one TopK, found {len(topk)}")
+    (top,) = topk
+    chain = []  # TopK <- LogSoftmax <- [Cast] <- Add(bias) <- MatMul(weight)
+    node = producer[top.input[0]]
+    while node.op_type in ("LogSoftmax", "Cast"):
+        chain.append(node)
+        node = producer[node.input[0]]
+    add = node
+    matmul = producer.get(add.input[0])
+    if add.op_type != "Add" or matmul is None or matmul.op_type != "MatMul" or not chain:
+        raise ValueError(
+            f"{decoder}: the output projection is not MatMul + Add before the log-softmax (int8 logits?); export "
+            "with --quantize int8-channel-fp32-logits or fp32"
+        )
+    initializers = {i.name: i for i in graph.initializer}
+    constants = {n.output[0]: n for n in graph.node if n.op_type == "Constant"}
+    weight_name, bias_name = matmul.input[1], add.input[1]
+    if weight_name not in initializers or (bias_name not in initializers and bias_name not in constants):
+        raise ValueError(f"{decoder}: the output projection's weight or bias is not a constant")
+    stored = initializers[weight_name]
+    if stored.data_type != TensorProto.FLOAT:
+        raise ValueError(f"{decoder}: the output projection's weight is not float32")
+    external = {e.key: e.value for e in stored.external_data}
+    weight: dict[str, Any] | np.ndarray
+    if stored.data_location == TensorProto.EXTERNAL and "offset" in external:
+        weight = {"file": external["location"], "offset": int(external["offset"]), "shape": list(stored.dims)}
+    else:
+        weight = np.ascontiguousarray(numpy_helper.to_array(stored).T)
+    bias_tensor = initializers[bias_name] if bias_name in initializers else constants[bias_name].attribute[0].t
+    if bias_tensor.data_location == TensorProto.EXTERNAL:
+        from onnx.external_data_helper import load_external_data_for_tensor
+
+        load_external_data_for_tensor(bias_tensor, str(decoder.parent))
+    bias = numpy_helper.to_array(bias_tensor).astype(np.float32).reshape(-1)
+    softmax = chain[-1] if chain[-1].op_type == "LogSoftmax" else chain[0]
+    # The host gathers the listed pieces' rows of the (vocab, d_model) weight once per change of the running set
+    # (gathering them in the graph each step cost as much as it saved), and Gemm takes them transposed.
+    logits = add.output[0]
+    nodes = [
+        helper.make_node("Gemm", [matmul.input[0], "weight", "bias"], [logits], transB=1, name="shortlist/Logits"),
+        helper.make_node(
+            "Constant",
+            [],
+            ["shortlist/minus_inf"],
+            name="shortlist/MinusInf",
+            value=helper.make_tensor("minus_inf", TensorProto.FLOAT, [], [-np.inf]),
+        ),
+        helper.make_node(
+            "Where", ["allowed", softmax.input[0], "shortlist/minus_inf"], ["shortlist/masked"], name="shortlist/Mask"
+        ),
+        helper.make_node("Gather", ["vocab", "shortlist/top_index"], [top.output[1]], axis=0, name="shortlist/Ids"),
+    ]
+    graph.node.remove(matmul)
+    graph.node.remove(add)
+    if bias_name in constants:
+        graph.node.remove(constants[bias_name])
+    softmax.input[0] = "shortlist/masked"
+    top.output[1] = "shortlist/top_index"
+    graph.node.extend(nodes)
+    d_model = int(stored.dims[0])
+    graph.input.extend(
+        [
+            helper.make_tensor_value_info("vocab", TensorProto.INT64, ["shortlist"]),
+            helper.make_tensor_value_info("weight", TensorProto.FLOAT, ["shortlist", d_model]),
+            helper.make_tensor_value_info("bias", TensorProto.FLOAT, ["shortlist"]),
+            helper.make_tensor_value_info("allowed", TensorProto.BOOL, ["allowed_rows", "shortlist"]),
+        ]
+    )
+    _toposort(graph)
+    used = {i for n in graph.node for i in n.input}
+    kept = [i for i in graph.initializer if i.name in used]  # the full projection's weight is no longer read
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    del graph.value_info[:]  # shapes along the projection changed: onnxruntime infers them again
+    onnx.save(model, str(out))
+    return weight, bias
+
+
+def _toposort(graph: Any) -> None:
+    """Order the graph's nodes so that each comes after the producers of its inputs (ONNX requires it)."""
+    produced = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending, ordered = list(graph.node), []
+    while pending:
+        ready = [n for n in pending if all(i in produced for i in n.input)]
+        if not ready:
+            raise ValueError("shortlist graph: a cycle or an input nobody produces")
+        for n in ready:
+            produced.update(n.output)
+        ordered += ready
+        pending = [n for n in pending if n not in ready]
+    del graph.node[:]
+    graph.node.extend(ordered)
+
+
+def add_to_bundle(
+    bundle: Path,
+    data: list[Path],
+    per_piece: int,
+    frequent: int,
+    *,
+    limit: int = 0,
+    copy_source: bool = True,
+    reverse: bool = False,
+) -> dict[str, Any]:
+    """Build the table from the TSVs, write it and the shortlisted decoder into the bundle, update its manifest."""
+    manifest = read_manifest(bundle)
+    tokenizer = Tokenizer(bundle)
+    pairs: list[tuple[str, str]] = []
+    for path in data:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) >= 2 and fields[0].strip() and fields[1].strip():
+                    pairs.append((fields[1], fields[0]) if reverse else (fields[0], fields[1]))
+                if limit and len(pairs) >= limit:
+                    break
+    if not pairs:
+        raise ValueError(f"no source<TAB>target pairs in {', '.join(map(str, data))}")
+    top, candidates = build_table(tokenizer, pairs, per_piece, frequent)
+    weight, bias = shortlist_graph(bundle / manifest["graphs"]["decoder"]["file"], bundle / GRAPH_FILE)
+    if isinstance(weight, np.ndarray):  # the decoder held it inline: the table carries it
+        np.savez_compressed(bundle / TABLE_FILE, frequent=top, candidates=candidates, bias=bias, weight=weight)
+    else:
+        np.savez_compressed(bundle / TABLE_FILE, frequent=top, candidates=candidates, bias=bias)
+    manifest["shortlist"] = {
+        "table": TABLE_FILE,
+        "graph": GRAPH_FILE,
+        "per_piece": per_piece,
+        "frequent": int(len(top)),
+        "copy_source": copy_source,
+        **({"weight": weight} if isinstance(weight, dict) else {}),
+        "pairs": len(pairs),
+        "data": [Path(p).name for p in data],
+        **({"reversed": True} if reverse else {}),
+    }
+    write_manifest(bundle, manifest)
+    return dict(manifest["shortlist"])
