@@ -530,7 +530,7 @@ class Engine:
                 "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider
             )
         log.info(
-            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s%s",
+            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s%s%s",
             bundle,
             manifest["name"],
             manifest["version"],
@@ -542,6 +542,7 @@ class Engine:
             threads or "default",
             " (one pool for the process)" if shared_pool_size() is not None else "",
             (", static-shape steps" + (" replayed as CUDA graphs" if engine.cuda_graph else "")) if static_step else "",
+            ", vocabulary shortlist" if engine.shortlist is not None else "",
         )
         return engine
 
