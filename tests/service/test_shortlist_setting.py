@@ -1,4 +1,4 @@
-"""MT_SHORTLIST: the server's loader opens a bundle's vocabulary shortlist where it has one, and only warns where not."""
+"""MT_SHORTLIST: the loader opens a bundle's vocabulary shortlist where it has one, and only warns where not."""
 
 from __future__ import annotations
 
