@@ -42,6 +42,7 @@ import numpy as np
 from core.bundle import read_manifest, write_manifest
 from core.tokenizer import Tokenizer
 from inference.shortlist import GRAPH_FILE, TABLE_FILE
+from training.data import read_tsv
 
 log = logging.getLogger(__name__)
 
@@ -217,15 +218,14 @@ def add_to_bundle(
     """Build the table from the TSVs, write it and the shortlisted decoder into the bundle, update its manifest."""
     manifest = read_manifest(bundle)
     tokenizer = Tokenizer(bundle)
-    pairs: list[tuple[str, str]] = []
-    for path in data:
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                fields = line.rstrip("\n").split("\t")
-                if len(fields) >= 2 and fields[0].strip() and fields[1].strip():
-                    pairs.append((fields[1], fields[0]) if reverse else (fields[0], fields[1]))
-                if limit and len(pairs) >= limit:
-                    break
+    pairs = [
+        (target, source) if reverse else (source, target)
+        for path in data
+        for source, target in read_tsv(path)
+        if source.strip() and target.strip()
+    ]
+    if limit:
+        pairs = pairs[:limit]
     if not pairs:
         raise ValueError(f"no source<TAB>target pairs in {', '.join(map(str, data))}")
     top, candidates = build_table(tokenizer, pairs, per_piece, frequent)
