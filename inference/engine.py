@@ -32,14 +32,23 @@ from onnxruntime.capi import _pybind_state as _C
 
 from core.bundle import BundleError, graph_files, read_manifest
 from core.casing import Casing, restored, shouting
-from core.graphs import GRAPHS, PACKED_STEP_IDS, STATIC_EXTRAS, STATIC_GRAPHS, cache_names, graph_spec, memory_names
+from core.graphs import (
+    GRAPHS,
+    PACKED_STEP_IDS,
+    SHORTLIST_INPUTS,
+    STATIC_EXTRAS,
+    STATIC_GRAPHS,
+    cache_names,
+    graph_spec,
+    memory_names,
+)
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.capture import GATE
 from inference.sampling import sample
-from inference.shortlist import GRAPH_INPUTS, Shortlist
+from inference.shortlist import Shortlist
 from inference.static_state import BufferPool, StaticState, warm
 from inference.threads import session_options, share_pool, shared_pool_size
 
@@ -197,8 +206,8 @@ class DeviceState:
                     rows = np.repeat(listed[1], hyps, axis=0)
                     self._scored = listed, rows
                 inputs |= listed[0]
-                inputs["allowed"] = rows
-                inputs["k"] = np.full(engine.k_shape, min(k, len(listed[0]["vocab"])), dtype=np.int64)
+                inputs[SHORTLIST_INPUTS[3]] = rows  # allowed
+                inputs["k"] = np.full(engine.k_shape, min(k, listed[1].shape[1]), dtype=np.int64)
                 role = "decoder_shortlist"
         # The attention rows come to the host only when a sentence asked for them.
         top_lp, top_ids, rows, *self.cache = self._run(role, inputs, outputs, cpu=3 if attention else 2)
@@ -790,8 +799,8 @@ def _open_shortlist(engine: Engine, options: ort.SessionOptions, providers: list
     except Exception as err:  # onnxruntime's own exception types
         raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
     _check_names(path, "decoder", session, int(manifest["architecture"]["decoder_layers"]))
-    if not set(GRAPH_INPUTS) <= {i.name for i in session.get_inputs()}:
-        raise BundleError(f"{path} lacks the inputs {list(GRAPH_INPUTS)}; add the shortlist again")
+    if not set(SHORTLIST_INPUTS) <= {i.name for i in session.get_inputs()}:
+        raise BundleError(f"{path} lacks the inputs {list(SHORTLIST_INPUTS)}; add the shortlist again")
     engine.sessions["decoder_shortlist"] = session
     engine.raw_sessions["decoder_shortlist"] = session._sess
     engine.shortlist = Shortlist.load(bundle, manifest)

@@ -16,12 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from core.graphs import SHORTLIST_INPUTS
+
 TABLE_FILE = "shortlist.npz"
 GRAPH_FILE = "decoder_shortlist.onnx"
-GRAPH_INPUTS = ("vocab", "weight", "bias", "allowed")
-"""What the shortlisted step takes beyond the decoder's inputs: ``vocab`` (N,) int64 the pieces scored, ascending;
-``weight`` (N, d_model) and ``bias`` (N,) their rows of the output projection; ``allowed`` (rows, N) bool which of
-them each hypothesis row may take."""
 
 
 class Shortlist:
@@ -67,9 +65,10 @@ class Shortlist:
         return np.unique(np.concatenate([self.base, src if self.copy_source else src[:0], found[found >= 0]]))
 
     def union(self, lists: list[np.ndarray], most: float = 1.0) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-        """For a running set's sentences' lists, the shortlisted step's ``vocab``, ``weight`` and ``bias`` and which
-        of ``vocab`` each sentence may use, (sentences, N) bool (``allowed`` repeats its rows for each hypothesis); None
-        when the lists together hold more than ``most`` of the vocabulary (counted before anything is gathered)."""
+        """For a running set's sentences' lists, the shortlisted step's ``vocab``, ``weight`` and ``bias``
+        (core/graphs.py ``SHORTLIST_INPUTS``) and which of ``vocab`` each sentence may use, (sentences, N) bool
+        (``allowed`` repeats its rows for each hypothesis); None when the lists together hold more than ``most`` of
+        the vocabulary (counted before anything is gathered)."""
         if len(lists) == 1:
             vocab = lists[0]
         else:
@@ -82,4 +81,5 @@ class Shortlist:
         allowed = np.zeros((len(lists), len(vocab)), bool)
         for row, own in zip(allowed, lists, strict=True):
             row[np.searchsorted(vocab, own)] = True
-        return {"vocab": vocab, "weight": self.weight[vocab], "bias": self.bias[vocab]}, allowed
+        vocab_input, weight_input, bias_input, _ = SHORTLIST_INPUTS
+        return {vocab_input: vocab, weight_input: self.weight[vocab], bias_input: self.bias[vocab]}, allowed

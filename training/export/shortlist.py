@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from core.bundle import read_manifest, write_manifest
+from core.graphs import SHORTLIST_INPUTS
 from core.tokenizer import Tokenizer
 from inference.shortlist import GRAPH_FILE, TABLE_FILE
 from training.data import read_tsv
@@ -149,8 +150,11 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
     # The host gathers the listed pieces' rows of the (vocab, d_model) weight once per change of the running set
     # (gathering them in the graph each step cost as much as it saved), and Gemm takes them transposed.
     logits = add.output[0]
+    vocab, weight_input, bias_input, allowed = SHORTLIST_INPUTS
     nodes = [
-        helper.make_node("Gemm", [matmul.input[0], "weight", "bias"], [logits], transB=1, name="shortlist/Logits"),
+        helper.make_node(
+            "Gemm", [matmul.input[0], weight_input, bias_input], [logits], transB=1, name="shortlist/Logits"
+        ),
         helper.make_node(
             "Constant",
             [],
@@ -159,9 +163,9 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
             value=helper.make_tensor("minus_inf", TensorProto.FLOAT, [], [-np.inf]),
         ),
         helper.make_node(
-            "Where", ["allowed", softmax.input[0], "shortlist/minus_inf"], ["shortlist/masked"], name="shortlist/Mask"
+            "Where", [allowed, softmax.input[0], "shortlist/minus_inf"], ["shortlist/masked"], name="shortlist/Mask"
         ),
-        helper.make_node("Gather", ["vocab", "shortlist/top_index"], [top.output[1]], axis=0, name="shortlist/Ids"),
+        helper.make_node("Gather", [vocab, "shortlist/top_index"], [top.output[1]], axis=0, name="shortlist/Ids"),
     ]
     graph.node.remove(matmul)
     graph.node.remove(add)
@@ -173,10 +177,10 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
     d_model = int(stored.dims[0])
     graph.input.extend(
         [
-            helper.make_tensor_value_info("vocab", TensorProto.INT64, ["shortlist"]),
-            helper.make_tensor_value_info("weight", TensorProto.FLOAT, ["shortlist", d_model]),
-            helper.make_tensor_value_info("bias", TensorProto.FLOAT, ["shortlist"]),
-            helper.make_tensor_value_info("allowed", TensorProto.BOOL, ["allowed_rows", "shortlist"]),
+            helper.make_tensor_value_info(vocab, TensorProto.INT64, ["shortlist"]),
+            helper.make_tensor_value_info(weight_input, TensorProto.FLOAT, ["shortlist", d_model]),
+            helper.make_tensor_value_info(bias_input, TensorProto.FLOAT, ["shortlist"]),
+            helper.make_tensor_value_info(allowed, TensorProto.BOOL, ["allowed_rows", "shortlist"]),
         ]
     )
     _toposort(graph)
