@@ -29,15 +29,12 @@ from bench.loadtools import machine, report_dir, write_report
 
 
 def _read(paths: list[str], reverse: bool) -> dict[str, list[tuple[str, str]]]:
-    sets = {}
-    for name in paths:
-        pairs = []
-        for line in Path(name).read_text(encoding="utf-8").splitlines():
-            fields = line.split("\t")
-            if len(fields) >= 2 and fields[0].strip() and fields[1].strip():
-                pairs.append((fields[1], fields[0]) if reverse else (fields[0], fields[1]))
-        sets[Path(name).name] = pairs
-    return sets
+    from training.data import read_tsv
+
+    return {
+        Path(name).name: [(t, s) if reverse else (s, t) for s, t in read_tsv(name) if s.strip() and t.strip()]
+        for name in paths
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,7 +48,7 @@ from inference.alignment import piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions
 from inference.capture import GATE
 from inference.sampling import sample
-from inference.shortlist import Shortlist
+from inference.shortlist import Listed, Shortlist
 from inference.static_state import BufferPool, StaticState, warm
 from inference.threads import session_options, share_pool, shared_pool_size
 
@@ -150,8 +150,9 @@ class DeviceState:
         self.cache: list[Any] | None = None  # present_k_0, present_v_0, ... of the last step
         self.cached = 0  # columns in the cache
         self.lists: list[np.ndarray] = []  # with a shortlist: each running sentence's pieces (inference/shortlist.py)
-        # The set's shortlisted step inputs (Shortlist.union) and its allowed rows at the last step's hypotheses
-        self._scored: tuple[tuple[dict[str, np.ndarray], np.ndarray] | None, np.ndarray | None] | None = None
+        self._listed: Listed | None = None  # the set's Shortlist.union, None past shortlist_most
+        self._listed_stale = True  # the set changed since it was computed
+        self._allowed_rows: np.ndarray | None = None  # its ``allowed`` repeated for the last step's hypotheses
 
     def _run(self, role: str, inputs: dict[str, Any], outputs: list[str], cpu: int = 0) -> list[Any]:
         return self.engine.run_graph(role, inputs, outputs, cpu)
@@ -163,7 +164,7 @@ class DeviceState:
         self.source_lens += [len(ids) + 1 for ids in sources]
         if engine.shortlist is not None:
             self.lists += [engine.shortlist.sentence(ids) for ids in sources]
-            self._scored = None
+            self._listed_stale = True
         self.width = max(self.width, *(len(ids) + 1 for ids in sources))
         if self.memory is None:
             self.memory = new
@@ -196,18 +197,18 @@ class DeviceState:
         outputs = ["topk_logprobs", "topk_ids", "attention", *engine.present_names]
         role = "decoder"
         if self.lists:  # only the set's listed pieces are scored, each hypothesis' masked to its sentence's
-            if self._scored is None:  # the set changed: None when its lists together are too much of the vocabulary
+            if self._listed_stale:
                 assert engine.shortlist is not None
-                self._scored = engine.shortlist.union(self.lists, engine.shortlist_most), None
-            listed, rows = self._scored
+                self._listed = engine.shortlist.union(self.lists, engine.shortlist_most)
+                self._listed_stale, self._allowed_rows = False, None
+            listed = self._listed
             if listed is not None:
-                hyps = tokens.shape[1]
-                if rows is None or len(rows) != len(self.lists) * hyps:
-                    rows = np.repeat(listed[1], hyps, axis=0)
-                    self._scored = listed, rows
-                inputs |= listed[0]
-                inputs[SHORTLIST_INPUTS[3]] = rows  # allowed
-                inputs["k"] = np.full(engine.k_shape, min(k, listed[1].shape[1]), dtype=np.int64)
+                rows = len(self.lists) * tokens.shape[1]
+                if self._allowed_rows is None or len(self._allowed_rows) != rows:
+                    self._allowed_rows = np.repeat(listed.allowed, tokens.shape[1], axis=0)
+                inputs |= listed.inputs
+                inputs[SHORTLIST_INPUTS[3]] = self._allowed_rows  # allowed
+                inputs["k"] = np.full(engine.k_shape, min(k, listed.allowed.shape[1]), dtype=np.int64)
                 role = "decoder_shortlist"
         # The attention rows come to the host only when a sentence asked for them.
         top_lp, top_ids, rows, *self.cache = self._run(role, inputs, outputs, cpu=3 if attention else 2)
@@ -235,7 +236,7 @@ class DeviceState:
     def keep(self, sentences: np.ndarray) -> None:
         self.source_lens = [self.source_lens[i] for i in sentences.tolist()]
         if self.lists:
-            self.lists, self._scored = [self.lists[i] for i in sentences.tolist()], None
+            self.lists, self._listed_stale = [self.lists[i] for i in sentences.tolist()], True
         if not self.source_lens:  # the set is empty: the next admit starts afresh
             self.memory, self.cache, self.cached, self.width = None, None, 0, 0
             return
@@ -491,16 +492,8 @@ class Engine:
         sessions = {}
         static_roles = ("place", *(role for role in STATIC_EXTRAS if role in files)) if static_step else ()
         for role in (*GRAPHS, *static_roles):
-            path = bundle / files[role]
-            try:
-                with GATE.shared():  # the weights' upload would break another engine's graph capture
-                    session = ort.InferenceSession(
-                        str(path), step_options if role == "decoder" else options, providers=providers
-                    )
-            except Exception as err:  # onnxruntime's own exception types
-                raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
-            _check_names(path, role, session, int(manifest["architecture"]["decoder_layers"]))
-            sessions[role] = session
+            chosen = step_options if role == "decoder" else options
+            sessions[role] = _open_session(bundle / files[role], role, chosen, providers, manifest)
         engine = cls(bundle, manifest, tokenizer, sessions)
         engine.graphs = variant or "main"
         engine.threads, engine.spinning, engine.providers = threads, spinning, providers
@@ -793,17 +786,25 @@ def _open_shortlist(engine: Engine, options: ort.SessionOptions, providers: list
         )
         return
     path = bundle / manifest["shortlist"]["graph"]
-    try:
-        with GATE.shared():
-            session = ort.InferenceSession(str(path), options, providers=providers)
-    except Exception as err:  # onnxruntime's own exception types
-        raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
-    _check_names(path, "decoder", session, int(manifest["architecture"]["decoder_layers"]))
+    session = _open_session(path, "decoder", options, providers, manifest)  # the decoder's tensors, and:
     if not set(SHORTLIST_INPUTS) <= {i.name for i in session.get_inputs()}:
         raise BundleError(f"{path} lacks the inputs {list(SHORTLIST_INPUTS)}; add the shortlist again")
     engine.sessions["decoder_shortlist"] = session
     engine.raw_sessions["decoder_shortlist"] = session._sess
     engine.shortlist = Shortlist.load(bundle, manifest)
+
+
+def _open_session(
+    path: Path, role: str, options: ort.SessionOptions, providers: list[str], manifest: dict[str, Any]
+) -> ort.InferenceSession:
+    """A session of one of the bundle's graphs, checked to have ``role``'s tensors; BundleError if it cannot be."""
+    try:
+        with GATE.shared():  # the weights' upload would break another engine's graph capture
+            session = ort.InferenceSession(str(path), options, providers=providers)
+    except Exception as err:  # onnxruntime's own exception types
+        raise BundleError(f"{path} cannot be loaded by onnxruntime {ort.__version__}: {err}") from err
+    _check_names(path, role, session, int(manifest["architecture"]["decoder_layers"]))
+    return session
 
 
 def _check_names(path: Path, role: str, session: ort.InferenceSession, layers: int) -> None:

@@ -12,7 +12,7 @@ with the CPU's int8 graphs (docs/bundle.md, "Batch mates").
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,16 @@ from core.graphs import SHORTLIST_INPUTS
 
 TABLE_FILE = "shortlist.npz"
 GRAPH_FILE = "decoder_shortlist.onnx"
+
+
+class Listed(NamedTuple):
+    """What a running set's sentences may produce, as the shortlisted step takes it."""
+
+    inputs: dict[str, np.ndarray]
+    """the step's ``vocab``, ``weight`` and ``bias`` (core/graphs.py ``SHORTLIST_INPUTS``)"""
+    allowed: np.ndarray
+    """(sentences, N) bool: which of ``vocab`` each sentence may use (the step's ``allowed`` repeats each row for
+    each of its hypotheses)"""
 
 
 class Shortlist:
@@ -64,11 +74,9 @@ class Shortlist:
         found = self.candidates[src].reshape(-1)
         return np.unique(np.concatenate([self.base, src if self.copy_source else src[:0], found[found >= 0]]))
 
-    def union(self, lists: list[np.ndarray], most: float = 1.0) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-        """For a running set's sentences' lists, the shortlisted step's ``vocab``, ``weight`` and ``bias``
-        (core/graphs.py ``SHORTLIST_INPUTS``) and which of ``vocab`` each sentence may use, (sentences, N) bool
-        (``allowed`` repeats its rows for each hypothesis); None when the lists together hold more than ``most`` of
-        the vocabulary (counted before anything is gathered)."""
+    def union(self, lists: list[np.ndarray], most: float = 1.0) -> Listed | None:
+        """What a running set with these sentences' lists may produce; None when the lists together hold more than
+        ``most`` of the vocabulary (counted before anything is gathered)."""
         if len(lists) == 1:
             vocab = lists[0]
         else:
@@ -82,4 +90,4 @@ class Shortlist:
         for row, own in zip(allowed, lists, strict=True):
             row[np.searchsorted(vocab, own)] = True
         vocab_input, weight_input, bias_input, _ = SHORTLIST_INPUTS
-        return {vocab_input: vocab, weight_input: self.weight[vocab], bias_input: self.bias[vocab]}, allowed
+        return Listed({vocab_input: vocab, weight_input: self.weight[vocab], bias_input: self.bias[vocab]}, allowed)

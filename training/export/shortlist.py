@@ -107,6 +107,8 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from training.export.optimize import sort_nodes
+
     model = onnx.load(str(decoder), load_external_data=False)
     graph = model.graph
     producer = {o: n for n in graph.node for o in n.output}
@@ -121,7 +123,8 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
         node = producer[node.input[0]]
     add = node
     matmul = producer.get(add.input[0])
-    if add.op_type != "Add" or matmul is None or matmul.op_type != "MatMul" or not chain:
+    softmax = next((n for n in chain if n.op_type == "LogSoftmax"), None)
+    if add.op_type != "Add" or matmul is None or matmul.op_type != "MatMul" or softmax is None:
         raise ValueError(
             f"{decoder}: the output projection is not MatMul + Add before the log-softmax (int8 logits?); export "
             "with --quantize int8-channel-fp32-logits or fp32"
@@ -146,7 +149,6 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
 
         load_external_data_for_tensor(bias_tensor, str(decoder.parent))
     bias = numpy_helper.to_array(bias_tensor).astype(np.float32).reshape(-1)
-    softmax = chain[-1] if chain[-1].op_type == "LogSoftmax" else chain[0]
     # The host gathers the listed pieces' rows of the (vocab, d_model) weight once per change of the running set
     # (gathering them in the graph each step cost as much as it saved), and Gemm takes them transposed.
     logits = add.output[0]
@@ -183,7 +185,7 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
             helper.make_tensor_value_info(allowed, TensorProto.BOOL, ["allowed_rows", "shortlist"]),
         ]
     )
-    _toposort(graph)
+    sort_nodes(graph)
     used = {i for n in graph.node for i in n.input}
     kept = [i for i in graph.initializer if i.name in used]  # the full projection's weight is no longer read
     del graph.initializer[:]
@@ -191,22 +193,6 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
     del graph.value_info[:]  # shapes along the projection changed: onnxruntime infers them again
     onnx.save(model, str(out))
     return weight, bias
-
-
-def _toposort(graph: Any) -> None:
-    """Order the graph's nodes so that each comes after the producers of its inputs (ONNX requires it)."""
-    produced = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
-    pending, ordered = list(graph.node), []
-    while pending:
-        ready = [n for n in pending if all(i in produced for i in n.input)]
-        if not ready:
-            raise ValueError("shortlist graph: a cycle or an input nobody produces")
-        for n in ready:
-            produced.update(n.output)
-        ordered += ready
-        pending = [n for n in pending if n not in ready]
-    del graph.node[:]
-    graph.node.extend(ordered)
 
 
 def add_to_bundle(
