@@ -21,12 +21,15 @@ import argparse
 import hashlib
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench.loadtools import ROOT, report_dir, report_path, write_report
 
@@ -38,13 +41,20 @@ OPTIONAL = [
     "ours-int8-spin",
     "ours-int8c",
     "ours-fp32-static",
+    "ours-fp32-shortlist",
+    "ours-fp32-own-pools-shortlist",
+    "ours-fp32-decoder-spin-shortlist",
+    "ct2-float32-vmap",
 ]
 """Optional (``--systems``): our engine with a thread pool per session (``-own-pools``, the library's and the
 server's default; every other ``ours`` system shares one pool, as ``MT_SHARED_POOL=1`` makes the server do:
 inference/threads.py), the same with the pools' idle threads spinning (``-spin``) or only the decoder step's pool
 spinning (``-decoder-spin``, ``Engine.load(spinning="decoder")``), our int8 export with one weight
 scale per output column (``--quantize int8-channel``, the default model's), and our fp32 graphs with static-shape
-steps (``Engine.load(static_step=True)``, what replays as CUDA graphs on a GPU)."""
+steps (``Engine.load(static_step=True)``, what replays as CUDA graphs on a GPU). ``-shortlist``: the same fp32
+bundle with a vocabulary shortlist (``python -m training shortlist``, built from ``--shortlist-data``) decoded with
+``Engine.load(shortlist=True)``; ``ct2-float32-vmap``: CTranslate2 float32 with its own dynamic vocabulary reduction
+(``use_vmap``) from a ``vmap.txt`` written from the same table, so that both sides score the same candidates."""
 REFERENCE = "ct2-float32"
 
 
@@ -71,20 +81,35 @@ class Worker:
                 "ours-int8c": work / "bundle-int8c",
                 "ours-fp32-static": work / "bundle-static",
             }
-            bundle = bundles[system.removesuffix("-spin").removesuffix("-decoder").removesuffix("-own-pools")]
-            spinning: bool | str = "decoder" if system.endswith("-decoder-spin") else system.endswith("-spin")
-            static = system.endswith("-static")
-            shared = not (spinning or system.endswith("-own-pools"))
+            shortlist = system.endswith("-shortlist")
+            kind = system.removesuffix("-shortlist")
+            bundle = bundles[kind.removesuffix("-spin").removesuffix("-decoder").removesuffix("-own-pools")]
+            if shortlist:
+                bundle = work / "bundle-shortlist"
+            spinning: bool | str = "decoder" if kind.endswith("-decoder-spin") else kind.endswith("-spin")
+            static = kind.endswith("-static")
+            shared = not (spinning or kind.endswith("-own-pools"))
             self.engine = Engine.load(
-                bundle, provider="cpu", threads=threads, spinning=spinning, shared_pool=shared, static_step=static
+                bundle,
+                provider="cpu",
+                threads=threads,
+                spinning=spinning,
+                shared_pool=shared,
+                static_step=static,
+                shortlist=shortlist,
             )
             self.engine.warmup()
         elif system.startswith("ct2"):
             import ctranslate2
 
-            compute = "float32" if system == "ct2-float32" else "int8"
+            compute = "int8" if system == "ct2-int8" else "float32"
+            self.use_vmap = system.endswith("-vmap")
             self.translator = ctranslate2.Translator(
-                str(work / "ct2"), device="cpu", compute_type=compute, intra_threads=threads, inter_threads=1
+                str(work / ("ct2-vmap" if self.use_vmap else "ct2")),
+                device="cpu",
+                compute_type=compute,
+                intra_threads=threads,
+                inter_threads=1,
             )
             self.bos_piece = self.tokenizer.pieces[self.tokenizer.specials.bos_id]
             self.eos_piece = self.tokenizer.pieces[self.tokenizer.specials.eos_id]
@@ -126,6 +151,7 @@ class Worker:
                 length_penalty=1.0,
                 suppress_sequences=[[self.bos_piece]],
                 max_batch_size=0,
+                use_vmap=self.use_vmap,
             )
             return [[p for p in r.hypotheses[0] if p != self.eos_piece] for r in results]
         torch = self.torch
@@ -263,7 +289,33 @@ def convert_ct2(marian_dir: Path, out: Path) -> None:
 EXPORT_CODE = ("training/export", "training/incremental.py", "training/interop")
 
 
-def prepare(checkpoint: Path, bundle: Path | None, work: Path, systems: list[str] | None = None) -> Path:
+def write_vmap(bundle: Path, out: Path) -> int:
+    """CTranslate2's vocabulary map (``src_piece<TAB>candidates``, an empty source for the pieces always allowed) from
+    ``bundle``'s shortlist table: the same lists our engine builds (frequent pieces, each source piece's candidates
+    and, when the table copies them, the piece itself). Returns the number of lines."""
+    from core.tokenizer import Tokenizer
+    from inference.shortlist import TABLE_FILE
+
+    pieces = Tokenizer(bundle).pieces
+    table = np.load(bundle / TABLE_FILE)
+    copy = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["shortlist"].get("copy_source", True)
+    lines = ["\t" + " ".join(pieces[i] for i in table["frequent"])]
+    for source, row in enumerate(table["candidates"]):
+        listed = [int(i) for i in row if i >= 0] + ([source] if copy else [])
+        if listed:
+            lines.append(pieces[source] + "\t" + " ".join(pieces[i] for i in listed))
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(lines)
+
+
+def prepare(
+    checkpoint: Path,
+    bundle: Path | None,
+    work: Path,
+    systems: list[str] | None = None,
+    shortlist_data: Path | None = None,
+    shortlist_limit: int = 0,
+) -> Path:
     """Every format of ``checkpoint`` under work/<fingerprint>-<export code>/, built once and reused: the
     directory changes with the checkpoint and with the code that exports it, so a graph change is measured."""
     from training.export import export_bundle
@@ -291,12 +343,24 @@ def prepare(checkpoint: Path, bundle: Path | None, work: Path, systems: list[str
     if "ours-fp32-static" in (systems or []) and not (target / "bundle-static").exists():
         print("exporting the fp32 bundle with the static-shape graphs ...", flush=True)
         export_bundle(checkpoint, target / "bundle-static", gpu_dtype="fp32", static_step=True)
+    if any(s.endswith(("-shortlist", "-vmap")) for s in systems or []) and not (target / "bundle-shortlist").exists():
+        from training.export.shortlist import add_to_bundle
+
+        if shortlist_data is None:
+            raise SystemExit("the -shortlist and -vmap systems need --shortlist-data (the training TSV)")
+        print(f"adding a shortlist built from {shortlist_data} to a copy of the fp32 bundle ...", flush=True)
+        shutil.copytree(fp32, target / "bundle-shortlist.tmp", dirs_exist_ok=True)
+        add_to_bundle(target / "bundle-shortlist.tmp", [shortlist_data], 100, 600, limit=shortlist_limit)
+        (target / "bundle-shortlist.tmp").rename(target / "bundle-shortlist")
     if not (target / "marian").exists():
         print("exporting the Marian directory ...", flush=True)
         export_marian(checkpoint, target / "marian")
     if not (target / "ct2" / "model.bin").exists():
         print("converting to CTranslate2 ...", flush=True)
         convert_ct2(target / "marian", target / "ct2")
+    if "ct2-float32-vmap" in (systems or []) and not (target / "ct2-vmap" / "vmap.txt").exists():
+        shutil.copytree(target / "ct2", target / "ct2-vmap", dirs_exist_ok=True)
+        write_vmap(target / "bundle-shortlist", target / "ct2-vmap" / "vmap.txt")
     return target
 
 
@@ -345,6 +409,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="bar EOS through the final logits bias: every sentence decodes to --max-length pieces (see without_eos)",
     )
+    parser.add_argument(
+        "--shortlist-data",
+        default=str(ROOT / "data" / "en-de-next" / "train.tsv"),
+        help="training TSV the -shortlist / -vmap systems' table is built from (python -m training shortlist)",
+    )
+    parser.add_argument("--shortlist-limit", type=int, default=100_000, help="its first N pairs (0: all)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -357,7 +427,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {SYSTEMS + OPTIONAL}")
     checkpoint = without_eos(Path(args.checkpoint), Path(args.work)) if args.no_eos else Path(args.checkpoint)
-    work = prepare(checkpoint, Path(args.bundle) if args.bundle else None, Path(args.work), systems)
+    work = prepare(
+        checkpoint,
+        Path(args.bundle) if args.bundle else None,
+        Path(args.work),
+        systems,
+        Path(args.shortlist_data),
+        args.shortlist_limit,
+    )
 
     from core.tokenizer import Tokenizer
 
