@@ -113,6 +113,9 @@ class Worker:
             )
             self.bos_piece = self.tokenizer.pieces[self.tokenizer.specials.bos_id]
             self.eos_piece = self.tokenizer.pieces[self.tokenizer.specials.eos_id]
+            # With --no-eos the weights bar EOS, but CTranslate2 4.8.5 under use_vmap ends most batch-1 sentences
+            # after a few pieces all the same (the barring bias not applied there): bar it in the search too.
+            self.suppressed = [[self.bos_piece]] + ([[self.eos_piece]] if data.get("no_eos") else [])
         elif system == "transformers":
             import torch
             from transformers import MarianMTModel
@@ -149,7 +152,7 @@ class Worker:
                 beam_size=beam,
                 max_decoding_length=max_length,
                 length_penalty=1.0,
-                suppress_sequences=[[self.bos_piece]],
+                suppress_sequences=self.suppressed,
                 max_batch_size=0,
                 use_vmap=self.use_vmap,
             )
@@ -444,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = [line.split("\t")[0] for line in lines if line.strip()][: args.sentences]
     pieces = [p for p in map(tok.source_pieces, texts) if p]
     (work / "sources.json").write_text(
-        json.dumps({"ids": [tok.to_ids(p) for p in pieces], "pieces": pieces}), encoding="utf-8"
+        json.dumps({"ids": [tok.to_ids(p) for p in pieces], "pieces": pieces, "no_eos": args.no_eos}),
+        encoding="utf-8",
     )
     print(f"starting {len(systems)} workers ...", flush=True)
     workers = {s: WorkerProcess(s, work, args.threads) for s in systems}
