@@ -47,12 +47,12 @@ PACKED_TOPK = "topk"
 log-probs, then the ids as floats (exact below 2**24). One copy to the host a step instead of two."""
 PACKED_LEN = "packed"
 
-SHORTLIST_INPUTS = ("vocab", "weight", "bias", "allowed")
+SHORTLIST_INPUTS = ("vocab", "weight", "bias", "mask")
 """What ``decoder_shortlist`` (optional, main graphs: a vocabulary shortlist, docs/bundle.md) takes beyond the decoder
 step's inputs, which it shares, as it shares its outputs: ``vocab`` (N,) int64 the pieces scored, ascending;
-``weight`` (N, d_model) and ``bias`` (N,) float their rows of the output projection; ``allowed`` (rows, N) bool which of
-them each hypothesis row may take (the others score -inf before the log-softmax). Its ``topk_ids`` are vocabulary
-ids."""
+``weight`` (N, d_model) and ``bias`` (N,) float their rows of the output projection; ``mask`` (rows, N) float32, 0 for
+the pieces each hypothesis row may take and -inf for the others, added to the logits before the log-softmax. Its
+``topk_ids`` are vocabulary ids."""
 
 
 def cache_names(prefix: str, layers: int) -> list[str]:

@@ -132,10 +132,11 @@ def choose_graphs(manifest: dict[str, Any], requested: str, provider: str) -> st
     return requested
 
 
-SHORTLIST_MOST = 0.25
-"""``Engine.shortlist_most``'s default: on the 2-core CPU of session 39 the shortlisted step gained at batch 1 (lists of
-~1,600 of 8,000 pieces), and was no faster at batch 8 and slower at 32 (`python -m bench shortlist`,
-docs/performance.md)."""
+SHORTLIST_MOST = 0.75
+"""``Engine.shortlist_most``'s default: a set whose lists together hold more of the vocabulary decodes with all of it.
+Session 39's shortlisted step lost past a quarter (batch 8 and more); since session 40 (the mask added, its logits
+floored before the log-softmax, leavers keeping the set's union) a set of 8-64 sentences, ~40-60 % of the default
+model's pieces, decodes as fast as or faster than with all of them (docs/performance.md)."""
 
 
 class DeviceState:
@@ -152,7 +153,7 @@ class DeviceState:
         self.lists: list[np.ndarray] = []  # with a shortlist: each running sentence's pieces (inference/shortlist.py)
         self._listed: Listed | None = None  # the set's Shortlist.union, None past shortlist_most
         self._listed_stale = True  # the set changed since it was computed
-        self._allowed_rows: np.ndarray | None = None  # its ``allowed`` repeated for the last step's hypotheses
+        self._mask_rows: np.ndarray | None = None  # its ``allowed`` as the step's mask, one row a hypothesis
 
     def _run(self, role: str, inputs: dict[str, Any], outputs: list[str], cpu: int = 0) -> list[Any]:
         return self.engine.run_graph(role, inputs, outputs, cpu)
@@ -200,20 +201,34 @@ class DeviceState:
             if self._listed_stale:
                 assert engine.shortlist is not None
                 self._listed = engine.shortlist.union(self.lists, engine.shortlist_most)
-                self._listed_stale, self._allowed_rows = False, None
+                self._listed_stale, self._mask_rows = False, None
             listed = self._listed
             if listed is not None:
                 rows = len(self.lists) * tokens.shape[1]
-                if self._allowed_rows is None or len(self._allowed_rows) != rows:
-                    self._allowed_rows = np.repeat(listed.allowed, tokens.shape[1], axis=0)
+                if self._mask_rows is None or len(self._mask_rows) != rows:
+                    allowed = np.repeat(listed.allowed, tokens.shape[1], axis=0)
+                    self._mask_rows = np.where(allowed, np.float32(0), np.float32(-np.inf))
                 inputs |= listed.inputs
-                inputs[SHORTLIST_INPUTS[3]] = self._allowed_rows  # allowed
+                inputs[SHORTLIST_INPUTS[3]] = self._mask_rows  # mask
                 inputs["k"] = np.full(engine.k_shape, min(k, listed.allowed.shape[1]), dtype=np.int64)
                 role = "decoder_shortlist"
         # The attention rows come to the host only when a sentence asked for them.
         top_lp, top_ids, rows, *self.cache = self._run(role, inputs, outputs, cpu=3 if attention else 2)
         self.cached += 1
         return top_lp.numpy(), top_ids.numpy(), rows.numpy() if attention else None
+
+    def _keep_listed(self, sentences: np.ndarray) -> None:
+        """Sentences leaving keep the set's listed pieces (a superset of what the others need, each row masked to its
+        own list as before): only their rows of the mask go, not a new union and a new gather of the projection's
+        rows, which at batch 32 cost more than the smaller step saved. A set past ``shortlist_most`` looks again."""
+        listed, mask = self._listed, self._mask_rows
+        if self._listed_stale or listed is None or not len(sentences):
+            self._listed, self._mask_rows, self._listed_stale = None, None, True
+            return
+        self._listed = Listed(listed.inputs, listed.allowed[sentences])
+        if mask is not None:
+            hyps = len(mask) // len(listed.allowed)
+            self._mask_rows = mask.reshape(len(listed.allowed), hyps, -1)[sentences].reshape(len(sentences) * hyps, -1)
 
     def _trim(self, oldest: int) -> None:
         """Drop the cache columns before the oldest running sentence's first and the source positions past
@@ -236,7 +251,8 @@ class DeviceState:
     def keep(self, sentences: np.ndarray) -> None:
         self.source_lens = [self.source_lens[i] for i in sentences.tolist()]
         if self.lists:
-            self.lists, self._listed_stale = [self.lists[i] for i in sentences.tolist()], True
+            self.lists = [self.lists[i] for i in sentences.tolist()]
+            self._keep_listed(sentences)
         if not self.source_lens:  # the set is empty: the next admit starts afresh
             self.memory, self.cache, self.cached, self.width = None, None, 0, 0
             return

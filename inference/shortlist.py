@@ -28,8 +28,8 @@ class Listed(NamedTuple):
     inputs: dict[str, np.ndarray]
     """the step's ``vocab``, ``weight`` and ``bias`` (core/graphs.py ``SHORTLIST_INPUTS``)"""
     allowed: np.ndarray
-    """(sentences, N) bool: which of ``vocab`` each sentence may use (the step's ``allowed`` repeats each row for
-    each of its hypotheses)"""
+    """(sentences, N) bool: which of ``vocab`` each sentence may use (the step's ``mask``: 0 where allowed, -inf
+    where not, each row repeated for each of the sentence's hypotheses)"""
 
 
 class Shortlist:

@@ -17,7 +17,7 @@ from inference.engine import Engine, EngineError
 from inference.shortlist import Shortlist
 from testkit.synthetic import WORDS, make_pairs
 from training.cli import main as training_cli
-from training.export.shortlist import translation_table
+from training.export.shortlist import FLOOR, translation_table
 
 TEXTS = [s for s, _ in make_pairs(8, seed=21, min_len=1, max_len=7)] + ["hello world", "gold gold gold gold"]
 OPTIONS = DecodeOptions(beam_size=4, n_best=2, length_penalty=0.6)
@@ -54,6 +54,10 @@ def test_the_bundle_records_and_verifies_its_shortlist(listed_bundle: Path) -> N
     entry = manifest["shortlist"]
     assert {entry["table"], entry["graph"]} <= set(manifest["files"])
     assert entry["frequent"] <= 16 and entry["per_piece"] == 3 and entry["copy_source"] is True
+
+
+def mask_of(allowed: np.ndarray) -> np.ndarray:
+    return np.where(allowed, np.float32(0), np.float32(-np.inf))
 
 
 def _decoder_feeds(engine: Engine) -> list[dict[str, np.ndarray]]:
@@ -100,7 +104,7 @@ def test_the_step_scores_each_row_over_its_own_list(listed_bundle: Path) -> None
         everything = table.union([np.arange(vocab_size)])
         assert everything is not None
         every_row = np.ones((rows, vocab_size), bool)
-        lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **everything[0], "allowed": every_row})
+        lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **everything[0], "mask": mask_of(every_row)})
         full_lp, full_ids = full.run(["topk_logprobs", "topk_ids"], feed)
         assert np.array_equal(ids, full_ids)
         assert np.allclose(lp, full_lp, atol=1e-5)
@@ -110,7 +114,7 @@ def test_the_step_scores_each_row_over_its_own_list(listed_bundle: Path) -> None
         allowed[:, :k] = True  # at least k pieces a row
         one = table.union([listed])
         assert one is not None and one[1].all()
-        lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **one[0], "allowed": allowed})
+        lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **one[0], "mask": mask_of(allowed)})
         lp, ids = lp.reshape(rows, -1), ids.reshape(rows, -1)
         for r in range(rows):
             own = listed[allowed[r]]
@@ -118,6 +122,37 @@ def test_the_step_scores_each_row_over_its_own_list(listed_bundle: Path) -> None
             best = np.argsort(-restricted, kind="stable")[:k]
             assert np.array_equal(ids[r], own[best])
             assert np.allclose(lp[r], restricted[best], atol=1e-5)
+
+
+def test_pieces_past_the_floor_and_outside_the_list(listed_bundle: Path) -> None:
+    """A row with fewer listed pieces than k: its proposals past them are -inf, never an unlisted piece's score; a
+    listed piece more than FLOOR below the row's best scores as if it were at the floor (the bias lifts one piece
+    far above the rest to make one)."""
+    manifest = read_manifest(listed_bundle)
+    engine = Engine.load(listed_bundle, provider="cpu", threads=1)
+    table = Shortlist.load(listed_bundle, manifest)
+    short = ort.InferenceSession(
+        str(listed_bundle / manifest["shortlist"]["graph"]), providers=["CPUExecutionProvider"]
+    )
+    feed = _decoder_feeds(engine)[2]
+    rows = feed["tokens"].size
+    k = int(feed["k"].reshape(-1)[0])
+    listed = np.arange(8, 8 + 4 * k)  # past the special pieces, which the model bars with -inf
+    inputs = table.union([listed])
+    assert inputs is not None
+    allowed = np.ones((rows, len(listed)), bool)
+    allowed[0, 2:] = False  # two pieces only in the first row
+    lifted = dict(inputs[0])
+    lifted["bias"] = lifted["bias"].copy()
+    lifted["bias"][1] += 10 * FLOOR  # the second listed piece dwarfs the others in every row
+    lp, ids = short.run(["topk_logprobs", "topk_ids"], {**feed, **lifted, "mask": mask_of(allowed)})
+    lp, ids = lp.reshape(rows, -1), ids.reshape(rows, -1)
+    assert ids[0, 0] == listed[1] and ids[0, 1] == listed[0]
+    assert np.all(np.isneginf(lp[0, 2:])) and np.isfinite(lp[0, :2]).all()
+    for r in range(rows):
+        assert ids[r, 0] == listed[1] and abs(lp[r, 0]) < 1e-4
+        assert np.allclose(lp[r, 1 if r else 2 :][: (k - 1 if r else 0)], -FLOOR, atol=1e-3)
+        assert set(ids[r, : (k if r else 2)].tolist()) <= set(listed.tolist())
 
 
 def test_a_list_of_every_piece_translates_as_the_whole_vocabulary(listed_bundle: Path) -> None:
@@ -156,6 +191,52 @@ def test_translations_keep_to_their_lists_whatever_their_batch_mates(listed_bund
     assert smaller == len(TEXTS)  # the lists are real restrictions
 
 
+def tight(engine: Engine) -> Shortlist:
+    """A table whose lists hold only the pieces of the sentence's own words' translations (and EOS, UNK): sentences
+    with different words have lists that cannot produce each other's translations."""
+    assert engine.shortlist is not None
+    tokenizer = engine.tokenizer
+    found: dict[int, set[int]] = {}
+    for word in WORDS:
+        for piece in tokenizer.encode_source(word):
+            found.setdefault(piece, set()).update(tokenizer.encode_target(word.upper()))
+    candidates = np.full((engine.vocab_size, max(map(len, found.values()))), -1)
+    for piece, targets in found.items():
+        candidates[piece, : len(targets)] = sorted(targets)
+    specials = engine.manifest["special_ids"]
+    projection = (engine.shortlist.weight, engine.shortlist.bias)
+    return Shortlist(np.zeros(0, np.int64), candidates, [specials["eos"], specials["unk"]], projection, False)
+
+
+def test_sentences_admitted_and_leaving_mid_run_keep_their_own_lists(listed_bundle: Path) -> None:
+    """A running set that sentences join between steps and leave (done or dropped): leaving keeps the set's listed
+    pieces and drops only the leavers' mask rows, joining lists the set again; every answered sentence translates as
+    it does alone, with lists that would change its translation were it given another sentence's."""
+    engine = Engine.load(listed_bundle, provider="cpu", threads=1, shortlist=True)
+    engine.shortlist = tight(engine)
+    engine.shortlist_most = 1.0
+    first, other = engine.translate(TEXTS[:2], OPTIONS)
+    assert not np.isin(first.best.token_ids, engine.shortlist.sentence(engine.tokenize(TEXTS[1]))).all()
+    rng = np.random.default_rng(7)
+    jobs = [(i, TEXTS[i % len(TEXTS)], OPTIONS) for i in range(2 * len(TEXTS))]
+    running = engine.running_set()
+    results, dropped, widest = {}, set(), 0
+    while jobs or running:
+        if jobs and (not running or rng.random() < 0.4):
+            take = int(rng.integers(1, 4))
+            running.admit(jobs[:take])
+            jobs = jobs[take:]
+        if running.keys and rng.random() < 0.05:
+            dropped.add(running.keys[0])
+            running.drop([running.keys[0]])
+        results.update(running.step())
+        widest = max(widest, len(running))
+    assert widest > 2 and len(results) + len(dropped) == 2 * len(TEXTS)
+    for key, translation in results.items():
+        alone = engine.translate([TEXTS[key % len(TEXTS)]], OPTIONS)[0]
+        assert [h.token_ids for h in translation.hypotheses] == [h.token_ids for h in alone.hypotheses], key
+
+
 def test_a_set_whose_lists_cover_most_of_the_vocabulary_decodes_with_all_of_it(listed_bundle: Path) -> None:
     """Past ``shortlist_most`` of the vocabulary the set takes the whole-vocabulary step: the plain translations."""
     plain = Engine.load(listed_bundle, provider="cpu", threads=1)
@@ -189,4 +270,4 @@ def test_an_inline_projection_is_returned_as_the_one_in_the_weights_file(listed_
     assert isinstance(weight, np.ndarray)
     assert np.array_equal(weight, table.weight) and np.array_equal(bias, table.bias)
     session = ort.InferenceSession(str(tmp_path / "decoder_shortlist.onnx"), providers=["CPUExecutionProvider"])
-    assert {"vocab", "weight", "bias", "allowed"} <= {i.name for i in session.get_inputs()}
+    assert {"vocab", "weight", "bias", "mask"} <= {i.name for i in session.get_inputs()}
