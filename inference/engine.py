@@ -132,11 +132,12 @@ def choose_graphs(manifest: dict[str, Any], requested: str, provider: str) -> st
     return requested
 
 
-SHORTLIST_MOST = 0.75
+SHORTLIST_MOST = 0.45
 """``Engine.shortlist_most``'s default: a set whose lists together hold more of the vocabulary decodes with all of it.
-Session 39's shortlisted step lost past a quarter (batch 8 and more); since session 40 (the mask added, its logits
-floored before the log-softmax, leavers keeping the set's union) a set of 8-64 sentences, ~40-60 % of the default
-model's pieces, decodes as fast as or faster than with all of them (docs/performance.md)."""
+Session 39's shortlisted step lost past a quarter of the pieces (batch 8 and more). Since session 40 (the mask added,
+the logits floored before the log-softmax, leavers keeping the set's union) it gains through batch 8 (~40 % of the
+default model's pieces) and is at par at 16-32 (~47-54 %) and slower at 64 (en-de) with every set held to its lists
+(`python -m bench shortlist ... --most 1 --speed-only`, docs/performance.md)."""
 
 
 class DeviceState:

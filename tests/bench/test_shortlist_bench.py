@@ -35,3 +35,20 @@ def test_the_bench_measures_both_engines_and_writes_its_report(
 def test_a_bundle_without_a_shortlist_is_refused(tiny_bundle: Path, synthetic_corpus: tuple[Path, Path]) -> None:
     with pytest.raises(Exception, match="python -m training shortlist"):
         shortlist.main([str(tiny_bundle), "--inputs", str(synthetic_corpus[1]), "--batch-sizes", "1"])
+
+
+def test_speed_only_with_another_threshold(
+    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bundle = tmp_path / "tiny"
+    shutil.copytree(tiny_bundle, bundle)
+    add_to_bundle(bundle, [synthetic_corpus[0]], per_piece=3, frequent=16, limit=1000)
+    out = tmp_path / "report"
+    argv = [str(bundle), "--inputs", str(synthetic_corpus[1]), "--sentences", "4", "--batch-sizes", "2"]
+    assert (
+        shortlist.main([*argv, "--repeats", "1", "--threads", "1", "--most", "1", "--speed-only", "--out", str(out)])
+        == 0
+    )
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert data["shortlist_most"] == 1.0 and data["quality"] == [] and len(data["speed"]) == 1
+    assert "Quality" not in out.with_suffix(".md").read_text(encoding="utf-8")
