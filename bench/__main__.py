@@ -24,6 +24,7 @@ COMMANDS = {
     "attention": "bench.attention",
     "model-memory": "bench.model_memory",
     "shortlist": "bench.shortlist",
+    "masked-softmax": "bench.masked_softmax",
     # server load
     "load": "bench.load",
     "running-sets": "bench.running_sets",
