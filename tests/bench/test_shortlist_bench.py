@@ -12,12 +12,18 @@ from bench import shortlist
 from training.export.shortlist import add_to_bundle
 
 
+@pytest.fixture(scope="module")
+def bundle(tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny bundle with a shortlist."""
+    out = tmp_path_factory.mktemp("listed") / "tiny"
+    shutil.copytree(tiny_bundle, out)
+    add_to_bundle(out, [synthetic_corpus[0]], per_piece=3, frequent=16, limit=1000)
+    return out
+
+
 def test_the_bench_measures_both_engines_and_writes_its_report(
-    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path
+    bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    bundle = tmp_path / "tiny"
-    shutil.copytree(tiny_bundle, bundle)
-    add_to_bundle(bundle, [synthetic_corpus[0]], per_piece=3, frequent=16, limit=1000)
     out = tmp_path / "report"
     argv = [str(bundle), "--inputs", str(synthetic_corpus[1]), "--sentences", "6", "--batch-sizes", "1,3"]
     assert shortlist.main([*argv, "--repeats", "1", "--threads", "1", "--out", str(out)]) == 0
@@ -37,12 +43,7 @@ def test_a_bundle_without_a_shortlist_is_refused(tiny_bundle: Path, synthetic_co
         shortlist.main([str(tiny_bundle), "--inputs", str(synthetic_corpus[1]), "--batch-sizes", "1"])
 
 
-def test_speed_only_with_another_threshold(
-    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path
-) -> None:
-    bundle = tmp_path / "tiny"
-    shutil.copytree(tiny_bundle, bundle)
-    add_to_bundle(bundle, [synthetic_corpus[0]], per_piece=3, frequent=16, limit=1000)
+def test_speed_only_with_another_threshold(bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "report"
     argv = [str(bundle), "--inputs", str(synthetic_corpus[1]), "--sentences", "4", "--batch-sizes", "2"]
     assert (

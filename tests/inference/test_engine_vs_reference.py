@@ -13,6 +13,7 @@ import inference.engine as engine_module
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine
 from inference.static_state import Dims, StaticState
+from testkit.running import drive
 from testkit.synthetic import make_pairs
 from training.checkpoint import load_model
 from training.decode import Output, attention_map, beam_search, greedy, strip_eos
@@ -239,22 +240,9 @@ def test_running_set_admits_between_steps_like_the_reference(
     jobs = [(key, sources[key % len(sources)], MIXED[int(rng.integers(len(MIXED)))]) for key in order]
     options_of = {key: options for key, _, options in jobs}
     running = engine.running_set()
-    results: dict[object, Translation] = {}
-    dropped: set[object] = set()
-    widest, most_cohorts = 0, 0
-    while jobs or running:
-        if jobs and (not running or rng.random() < 0.4):
-            take = int(rng.integers(1, 4))
-            running.admit(jobs[:take])
-            jobs = jobs[take:]
-        if running.keys and rng.random() < 0.05:
-            victim = running.keys[0]
-            running.drop([victim])
-            dropped.add(victim)
-        for key, translation in running.step():
-            assert key not in results and key not in dropped
-            results[key] = translation
-        widest, most_cohorts = max(widest, len(running)), max(most_cohorts, running.cohort_count)
+    cohorts_seen = [0]
+    results, dropped, widest = drive(running, jobs, rng, lambda: cohorts_seen.append(running.cohort_count))
+    most_cohorts = max(cohorts_seen)
     assert len(results) + len(dropped) == len(sources) * 2 and widest > 1
     assert (most_cohorts > 1) if cohorts else most_cohorts == 1
     if engine.static_step:  # sentences placed into free slots; the state moved to larger buckets

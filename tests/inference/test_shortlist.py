@@ -15,6 +15,7 @@ from core.tokenizer import Tokenizer
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 from inference.shortlist import Shortlist
+from testkit.running import drive
 from testkit.synthetic import WORDS, make_pairs
 from training.cli import main as training_cli
 from training.export.shortlist import FLOOR, translation_table
@@ -219,18 +220,7 @@ def test_sentences_admitted_and_leaving_mid_run_keep_their_own_lists(listed_bund
     assert not np.isin(first.best.token_ids, engine.shortlist.sentence(engine.tokenize(TEXTS[1]))).all()
     rng = np.random.default_rng(7)
     jobs = [(i, TEXTS[i % len(TEXTS)], OPTIONS) for i in range(2 * len(TEXTS))]
-    running = engine.running_set()
-    results, dropped, widest = {}, set(), 0
-    while jobs or running:
-        if jobs and (not running or rng.random() < 0.4):
-            take = int(rng.integers(1, 4))
-            running.admit(jobs[:take])
-            jobs = jobs[take:]
-        if running.keys and rng.random() < 0.05:
-            dropped.add(running.keys[0])
-            running.drop([running.keys[0]])
-        results.update(running.step())
-        widest = max(widest, len(running))
+    results, dropped, widest = drive(engine.running_set(), jobs, rng)
     assert widest > 2 and len(results) + len(dropped) == 2 * len(TEXTS)
     for key, translation in results.items():
         alone = engine.translate([TEXTS[key % len(TEXTS)]], OPTIONS)[0]
