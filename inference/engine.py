@@ -805,7 +805,10 @@ def _open_shortlist(engine: Engine, options: ort.SessionOptions, providers: list
     path = bundle / manifest["shortlist"]["graph"]
     session = _open_session(path, "decoder", options, providers, manifest)  # the decoder's tensors, and:
     if not set(SHORTLIST_INPUTS) <= {i.name for i in session.get_inputs()}:
-        raise BundleError(f"{path} lacks the inputs {list(SHORTLIST_INPUTS)}; add the shortlist again")
+        raise BundleError(
+            f"{path} lacks the inputs {list(SHORTLIST_INPUTS)} (an older export's step took a bool `allowed`); add "
+            f"the shortlist again: python -m training shortlist {bundle} --data TRAIN.tsv"
+        )
     engine.sessions["decoder_shortlist"] = session
     engine.raw_sessions["decoder_shortlist"] = session._sess
     engine.shortlist = Shortlist.load(bundle, manifest)

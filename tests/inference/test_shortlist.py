@@ -10,10 +10,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from core.bundle import read_manifest
+from core.bundle import read_manifest, write_manifest
 from core.tokenizer import Tokenizer
 from core.translation import DecodeOptions
-from inference.engine import Engine, EngineError
+from inference.engine import BundleError, Engine, EngineError
 from inference.shortlist import Shortlist
 from testkit.running import drive
 from testkit.synthetic import WORDS, make_pairs
@@ -244,6 +244,27 @@ def test_a_set_whose_lists_cover_most_of_the_vocabulary_decodes_with_all_of_it(l
 def test_loading_a_shortlist_the_bundle_lacks_says_how_to_add_one(tiny_bundle: Path) -> None:
     with pytest.raises(EngineError, match="python -m training shortlist"):
         Engine.load(tiny_bundle, provider="cpu", threads=1, shortlist=True)
+
+
+def test_a_shortlisted_step_of_an_older_export_says_how_to_rebuild_it(listed_bundle: Path, tmp_path: Path) -> None:
+    """A step whose inputs are not today's (session 39's took a bool ``allowed`` instead of ``mask``) is refused with
+    the command that writes it again, not run with inputs it does not take."""
+    import onnx
+
+    bundle = tmp_path / "old"
+    shutil.copytree(listed_bundle, bundle)
+    manifest = read_manifest(bundle)
+    graph = bundle / manifest["shortlist"]["graph"]
+    model = onnx.load(str(graph), load_external_data=False)
+    for tensor in (*model.graph.input, *(n for n in model.graph.node)):
+        if isinstance(tensor, onnx.ValueInfoProto) and tensor.name == "mask":
+            tensor.name = "allowed"
+        elif isinstance(tensor, onnx.NodeProto):
+            tensor.input[:] = ["allowed" if i == "mask" else i for i in tensor.input]
+    onnx.save(model, str(graph))
+    write_manifest(bundle, manifest)  # the file's new checksum
+    with pytest.raises(BundleError, match="python -m training shortlist"):
+        Engine.load(bundle, provider="cpu", threads=1, shortlist=True)
 
 
 def test_an_inline_projection_is_returned_as_the_one_in_the_weights_file(listed_bundle: Path, tmp_path: Path) -> None:
