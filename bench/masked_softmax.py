@@ -48,7 +48,7 @@ def graphs(threads: int) -> dict[str, tuple[Any, list[str]]]:
     """name -> (session, the inputs it reads among x, mask (0 / -inf), allowed (bool))."""
     from onnx import TensorProto, helper
 
-    from training.export.shortlist import FLOOR
+    from training.export.shortlist import floored as shortlist_floored
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", "n"])
     mask = helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["rows", "n"])
@@ -59,11 +59,7 @@ def graphs(threads: int) -> dict[str, tuple[Any, list[str]]]:
 
     softmax = [helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)]
     floored = [
-        helper.make_node("Add", ["x", "mask"], ["masked"]),
-        helper.make_node("ReduceMax", ["masked"], ["best"], axes=[-1], keepdims=1),
-        constant("gap", FLOOR),
-        helper.make_node("Sub", ["best", "gap"], ["floor"]),
-        helper.make_node("Max", ["masked", "floor"], ["raised"]),
+        *shortlist_floored("x", "mask", "raised", 17),
         helper.make_node("LogSoftmax", ["raised"], ["y"], axis=-1),
     ]
     where = [constant("minus_inf", -np.inf), helper.make_node("Where", ["allowed", "x", "minus_inf"], ["y"])]

@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.loadtools import ROOT, report_dir, report_path, write_report
 
 SYSTEMS = ["ours-fp32", "ours-int8", "ct2-float32", "ct2-int8", "transformers"]
@@ -296,15 +294,15 @@ def write_vmap(bundle: Path, out: Path) -> int:
     """CTranslate2's vocabulary map (``src_piece<TAB>candidates``, an empty source for the pieces always allowed) from
     ``bundle``'s shortlist table: the same lists our engine builds (frequent pieces, each source piece's candidates
     and, when the table copies them, the piece itself). Returns the number of lines."""
+    from core.bundle import read_manifest
     from core.tokenizer import Tokenizer
-    from inference.shortlist import TABLE_FILE
+    from inference.shortlist import Shortlist
 
     pieces = Tokenizer(bundle).pieces
-    table = np.load(bundle / TABLE_FILE)
-    copy = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["shortlist"].get("copy_source", True)
-    lines = ["\t" + " ".join(pieces[i] for i in table["frequent"])]
-    for source, row in enumerate(table["candidates"]):
-        listed = [int(i) for i in row if i >= 0] + ([source] if copy else [])
+    table = Shortlist.load(bundle, read_manifest(bundle))
+    lines = ["\t" + " ".join(pieces[i] for i in table.frequent)]
+    for source, row in enumerate(table.candidates):
+        listed = [int(i) for i in row if i >= 0] + ([source] if table.copy_source else [])
         if listed:
             lines.append(pieces[source] + "\t" + " ".join(pieces[i] for i in listed))
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -103,6 +103,32 @@ def translation_table(sources: list[np.ndarray], targets: list[np.ndarray], voca
     return table[:vocab]
 
 
+def floored(logits: str, mask: str, out: str, opset: int) -> list[Any]:
+    """The nodes that mask ``logits`` for the log-softmax after them: ``mask`` (0 / -inf) added, then every value
+    raised to ``FLOOR`` below the row's maximum into ``out`` (the last axis), so that no row holds -inf or anything
+    ~88 below its maximum, where onnxruntime's CPU LogSoftmax turns several times slower (``python -m bench
+    masked-softmax`` times this chain against the alternatives)."""
+    from onnx import TensorProto, helper
+
+    def constant(name: str, dtype: int, value: float | int) -> Any:
+        return helper.make_node("Constant", [], [name], name=name, value=helper.make_tensor(name, dtype, [1], [value]))
+
+    if opset < 18:  # ReduceMax's axes: an attribute before opset 18, an input since
+        best = [helper.make_node("ReduceMax", [out + "/masked"], [out + "/best"], axes=[-1], keepdims=1)]
+    else:
+        best = [
+            constant(out + "/last_axis", TensorProto.INT64, -1),
+            helper.make_node("ReduceMax", [out + "/masked", out + "/last_axis"], [out + "/best"], keepdims=1),
+        ]
+    return [
+        helper.make_node("Add", [logits, mask], [out + "/masked"], name=out + "/Mask"),
+        *best,
+        constant(out + "/floor_gap", TensorProto.FLOAT, FLOOR),
+        helper.make_node("Sub", [out + "/best", out + "/floor_gap"], [out + "/floor"], name=out + "/Floor"),
+        helper.make_node("Max", [out + "/masked", out + "/floor"], [out], name=out + "/Raise"),
+    ]
+
+
 def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarray, np.ndarray]:
     """Write the shortlisted decoder step (module docstring) and return the output projection it replaced, which the
     engine gathers from: where the weight lies in the bundle's weights file (``file``, ``offset``, ``shape`` (d_model,
@@ -161,17 +187,6 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
 
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
-    def reduce_max(source: str, out: str, opset: int) -> list[Any]:  # axes: an attribute before opset 18, then an input
-        if opset < 18:
-            return [helper.make_node("ReduceMax", [source], [out], axes=[-1], keepdims=1, name="shortlist/Best")]
-        return [
-            constant("shortlist/last_axis", TensorProto.INT64, -1),
-            helper.make_node("ReduceMax", [source, "shortlist/last_axis"], [out], keepdims=1, name="shortlist/Best"),
-        ]
-
-    def constant(name: str, dtype: int, value: float | int) -> Any:
-        return helper.make_node("Constant", [], [name], name=name, value=helper.make_tensor(name, dtype, [1], [value]))
-
     # The mask is added, not selected with Where (3x faster on onnxruntime's CPU), and the masked logits are raised
     # to FLOOR below the row's best listed one before the log-softmax: onnxruntime's CPU LogSoftmax takes ~9x as long
     # over a row holding -inf or anything ~88 below its maximum (its exp's slow path), which made the shortlist lose
@@ -181,11 +196,7 @@ def shortlist_graph(decoder: Path, out: Path) -> tuple[dict[str, Any] | np.ndarr
         helper.make_node(
             "Gemm", [matmul.input[0], weight_input, bias_input], [logits], transB=1, name="shortlist/Logits"
         ),
-        helper.make_node("Add", [softmax.input[0], mask], ["shortlist/masked"], name="shortlist/Mask"),
-        *reduce_max("shortlist/masked", "shortlist/best", opset),
-        constant("shortlist/floor_gap", TensorProto.FLOAT, FLOOR),
-        helper.make_node("Sub", ["shortlist/best", "shortlist/floor_gap"], ["shortlist/floor"], name="shortlist/Floor"),
-        helper.make_node("Max", ["shortlist/masked", "shortlist/floor"], ["shortlist/raised"], name="shortlist/Raise"),
+        *floored(softmax.input[0], mask, "shortlist/raised", opset),
         helper.make_node(
             "GatherElements", [mask, "shortlist/top_index"], ["shortlist/picked"], axis=-1, name="shortlist/Picked"
         ),
