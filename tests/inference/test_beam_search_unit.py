@@ -119,7 +119,10 @@ class TreeStepper:
     """Next-token log-probabilities drawn at random per prefix (seeded by the prefix), so each hypothesis
     sees its own distribution; tracks prefixes through ``reorder`` exactly as the cache rows move."""
 
-    def __init__(self, sentences: int, vocab: int, seed: int, eos_bias: float, ids: list[int] | None = None):
+    def __init__(
+        self, sentences: int, vocab: int, seed: int, eos_bias: float, ids: list[int] | None = None, ties: bool = False
+    ):
+        self.ties = ties  # whole-number logits: many proposals score exactly alike
         self.ids = list(range(sentences)) if ids is None else ids  # sentence identities, in admission order
         self.seed, self.running, self.admitted = seed, [], 0  # type: ignore[var-annotated]
         self.rows: list[tuple[int, ...]] = []
@@ -142,6 +145,8 @@ class TreeStepper:
         ]
         self.steps += batch  # sentence-steps: a sentence that leaves early saves its remaining ones
         logits = np.stack([np.random.default_rng(abs(hash(row))).normal(0, 2, self.vocab) for row in self.rows])
+        if self.ties:
+            logits = np.round(logits)
         logits[:, [PAD, BOS]] = -np.inf
         logits[:, EOS] += self.eos_bias
         logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
@@ -196,17 +201,27 @@ def test_early_stop_leaves_once_nothing_alive_can_win() -> None:
 
 
 def _brute_force(
-    seed: int, sentence: int, vocab: int, eos_bias: float, beam: int, max_len: int, n: int, length_penalty: float
+    seed: int,
+    sentence: int,
+    vocab: int,
+    eos_bias: float,
+    beam: int,
+    max_len: int,
+    n: int,
+    length_penalty: float,
+    ties: bool = False,
 ) -> list[tuple[list[int], float]]:
     """The search rules on full distributions, one sentence, banned tokens at -inf: the reference."""
 
     def logp(tokens: list[int]) -> np.ndarray:
         rng = np.random.default_rng(abs(hash((seed, sentence, BOS, *tokens))))
         logits = rng.normal(0, 2, vocab)
+        if ties:
+            logits = np.round(logits)
         logits[[PAD, BOS]] = -np.inf
         logits[EOS] += eos_bias
         out = (logits - np.log(np.exp(logits).sum())).astype(np.float32).astype(np.float64)
-        seen = {tuple(tokens[j : j + n]) for j in range(len(tokens) - n + 1)}
+        seen = {tuple(tokens[j : j + n]) for j in range(len(tokens) - n + 1)} if n else set()
         for gram in seen:
             if list(gram[:-1]) == tokens[len(tokens) - n + 1 :] or n == 1:
                 out[gram[-1]] = -np.inf
@@ -272,6 +287,45 @@ def test_no_repeat_ngram_equals_brute_force_on_full_distributions(n: int, beam: 
             assert not any(_repeats(h.tokens, n) for h in got)
             changed += [h.tokens for h in got] != [h.tokens for h in outputs[0][s]]
     assert changed > 0, "the random trees should repeat n-grams without the guard"
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_tied_proposals_rank_as_the_reference_sorts_them(n: int) -> None:
+    """Whole-number logits: proposals of one hypothesis, and of hypotheses with equal scores, tie exactly, and the
+    reference breaks ties by (hypothesis, rank) as a stable sort does; so must the search's faster ranking."""
+    vocab, sentences, max_lens, beam, tied = 12, 3, [7, 9, 11], 3, 0
+    for seed in range(8):
+        stepper = TreeStepper(sentences, vocab, seed, 0.0, ties=True)
+        outputs = search(
+            stepper,
+            [3] * sentences,
+            max_lens,
+            beam_size=beam,
+            length_penalty=0.6,
+            n_best=beam,
+            vocab_size=vocab,
+            bos_id=BOS,
+            eos_id=EOS,
+            no_repeat_ngram=n,
+        )
+        for s in range(sentences):
+            expected = _brute_force(seed, s, vocab, 0.0, beam, max_lens[s], n, 0.6, ties=True)[:beam]
+            assert [h.tokens for h in outputs[s]] == [t for t, _ in expected]
+            scores = [h.score for h in outputs[s]]
+            np.testing.assert_allclose(scores, [sc for _, sc in expected], rtol=1e-12)
+            tied += len(set(scores)) < len(scores)
+    assert tied > 0, "whole-number logits should leave some sentences with equally scored best hypotheses"
+
+
+@pytest.mark.parametrize("depth", [1, 4, 8, 31, 32])
+def test_ranked_first_is_a_stable_sort_first_depth(depth: int) -> None:
+    rng = np.random.default_rng(depth)
+    for _ in range(50):
+        scores = rng.integers(-4, 2, size=(16, 32)).astype(np.float64)  # ties everywhere
+        scores[rng.random(scores.shape) < 0.2] = -np.inf
+        scores[:4] = rng.normal(size=(4, 32))  # and rows without any
+        expected = np.argsort(-scores, axis=1, kind="stable")[:, :depth]
+        np.testing.assert_array_equal(beam_search_module.ranked_first(scores, depth), expected)
 
 
 def _alone(seed: int, sentence: int, options: SearchOptions, vocab: int, eos_bias: float) -> list[Finished]:
