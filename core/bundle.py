@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS
+from core.graphs import GRAPHS, LEAN_STEP, STATIC_EXTRAS, STATIC_GRAPHS
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "transformer-nmt-bundle"
@@ -24,7 +24,9 @@ position per sentence (sentences admitted between steps share the running set) a
 A bundle of an earlier format is upgraded with `python -m training import-bundle` then `export`
 (docs/bundle.md)."""
 
-GRAPH_FILES = {role: f"{role}.onnx" for role in GRAPHS + STATIC_GRAPHS + STATIC_EXTRAS}
+OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP)
+"""Graphs a set may have beside ``GRAPHS`` (core/graphs.py)."""
+GRAPH_FILES = {role: f"{role}.onnx" for role in GRAPHS + OPTIONAL_GRAPHS}
 ENCODER_FILE, DECODER_FILE = GRAPH_FILES["encoder"], GRAPH_FILES["decoder"]
 
 
@@ -151,9 +153,9 @@ def read_manifest(bundle_dir: str | Path, *, verify: bool = True) -> dict[str, A
 
 def graph_files(manifest: dict[str, Any], variant: str | None = None) -> dict[str, str]:
     """Each graph role's file: the bundle's main graphs, or those of ``variant`` (e.g. "cuda"); the optional
-    static-shape graphs (core/graphs.py ``STATIC_GRAPHS``) only where the set has them."""
+    ``OPTIONAL_GRAPHS`` (the static-shape graphs, the lean step) only where the set has them."""
     graphs = manifest["graphs"] if variant is None else manifest["variants"][variant]["graphs"]
-    roles = [*GRAPHS, *(role for role in STATIC_GRAPHS + STATIC_EXTRAS if role in graphs)]
+    roles = [*GRAPHS, *(role for role in OPTIONAL_GRAPHS if role in graphs)]
     return {role: str(graphs[role]["file"]) for role in roles}
 
 

@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from core.bundle import BundleError, graph_files, read_manifest
 from core.casing import Casing, restored, shouting
 from core.graphs import (
     GRAPHS,
+    LEAN_STEP,
     PACKED_STEP_IDS,
     SHORTLIST_INPUTS,
     STATIC_EXTRAS,
@@ -198,6 +200,8 @@ class DeviceState:
         }
         outputs = ["topk_logprobs", "topk_ids", "attention", *engine.present_names]
         role = "decoder"
+        if not attention and LEAN_STEP in engine.sessions:  # nobody asked for the rows: the step without them
+            outputs, role = [*outputs[:2], *outputs[3:]], LEAN_STEP
         if self.lists:  # only the set's listed pieces are scored, each hypothesis' masked to its sentence's
             if self._listed_stale:
                 assert engine.shortlist is not None
@@ -214,9 +218,10 @@ class DeviceState:
                 inputs["k"] = np.full(engine.k_shape, min(k, listed.allowed.shape[1]), dtype=np.int64)
                 role = "decoder_shortlist"
         # The attention rows come to the host only when a sentence asked for them.
-        top_lp, top_ids, rows, *self.cache = self._run(role, inputs, outputs, cpu=3 if attention else 2)
+        top_lp, top_ids, *rest = self._run(role, inputs, outputs, cpu=3 if attention else 2)
+        rows, self.cache = (None, rest) if role == LEAN_STEP else (rest[0], rest[1:])
         self.cached += 1
-        return top_lp.numpy(), top_ids.numpy(), rows.numpy() if attention else None
+        return top_lp.numpy(), top_ids.numpy(), rows.numpy() if attention and rows is not None else None
 
     def _keep_listed(self, sentences: np.ndarray) -> None:
         """Sentences leaving keep the set's listed pieces (a superset of what the others need, each row masked to its
@@ -508,8 +513,9 @@ class Engine:
         step_options = session_options(threads, bool(spinning))
         sessions = {}
         static_roles = ("place", *(role for role in STATIC_EXTRAS if role in files)) if static_step else ()
-        for role in (*GRAPHS, *static_roles):
-            chosen = step_options if role == "decoder" else options
+        lean = (LEAN_STEP,) if LEAN_STEP in files and not static_step else ()  # the dynamic state's (DeviceState)
+        for role in (*GRAPHS, *static_roles, *lean):
+            chosen = step_options if role in ("decoder", LEAN_STEP) else options
             sessions[role] = _open_session(bundle / files[role], role, chosen, providers, manifest)
         engine = cls(bundle, manifest, tokenizer, sessions)
         engine.graphs = variant or "main"
@@ -549,7 +555,7 @@ class Engine:
                 "asked for %s but onnxruntime runs on %s (CUDA/cuDNN libraries missing?)", providers[0], engine.provider
             )
         log.info(
-            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s%s%s",
+            "loaded bundle %s (%s %s, %s->%s) on %s, %s graphs (%s), %s threads%s%s%s%s",
             bundle,
             manifest["name"],
             manifest["version"],
@@ -562,6 +568,7 @@ class Engine:
             " (one pool for the process)" if shared_pool_size() is not None else "",
             (", static-shape steps" + (" replayed as CUDA graphs" if engine.cuda_graph else "")) if static_step else "",
             ", vocabulary shortlist" if engine.shortlist is not None else "",
+            ", a lean step for the steps without attention rows" if LEAN_STEP in sessions else "",
         )
         return engine
 
@@ -658,8 +665,9 @@ class Engine:
         return [results[i] for i in range(len(sources))]
 
     def warmup(self) -> None:
-        """Run every graph once (sentences admitted mid-run, beam 2, attention on) so the first request is fast;
-        with static steps, on a decoding thread, and open the buckets of ``static_warm`` first."""
+        """Run every graph once (sentences admitted mid-run, beam 2, attention on, then off: the lean step) so the
+        first request is fast; with static steps, on a decoding thread, and open the buckets of ``static_warm``
+        first."""
         if self.decode_threads is not None:
             self.decode_threads.submit(self._warmup).result()
         else:
@@ -674,7 +682,7 @@ class Engine:
         running.admit([(0, [token] * 3, options), (1, [token] * 5, options)])
         running.step()
         running.step()
-        running.admit([(2, [token] * 7, options)])  # merge
+        running.admit([(2, [token] * 7, replace(options, return_attention=False))])  # merge
         running.drop([0, 1])  # select; the next step trims the cache columns of 0 and 1
         while running:
             running.step()

@@ -39,6 +39,7 @@ from training.export.common import (
     TOLERANCES,
     ExportError,
 )
+from training.export.lean import add_lean_step
 from training.export.parity import check_parity
 from training.export.trace import pack_static_io, trace_graphs, write_graphs
 from training.export.writer import check_target, tensor_specs
@@ -220,6 +221,8 @@ def export_bundle(
             manifest["vocabulary"]["truecase"] = TRUECASE_FILE
         if variants:
             manifest["variants"] = variants
+            if gpu_attention == "fused":  # the step without attention rows (training/export/lean.py)
+                add_lean_step(bundle, GPU_VARIANT, manifest=manifest)
         write_manifest(bundle, manifest)
         if out.exists():
             shutil.rmtree(out)

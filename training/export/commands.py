@@ -1,5 +1,5 @@
-"""``python -m training export``, ``import-bundle`` and ``graft``: their arguments, and handlers that load the export
-machinery (torch, onnx, onnxruntime) only when they run."""
+"""``python -m training export``, ``import-bundle``, ``graft``, ``shortlist`` and ``lean-step``: their arguments, and
+handlers that load the export machinery (torch, onnx, onnxruntime) only when they run."""
 
 from __future__ import annotations
 
@@ -170,6 +170,7 @@ def register(subparsers: Any) -> None:
     _register_import(subparsers)
     _register_graft(subparsers)
     _register_shortlist(subparsers)
+    _register_lean(subparsers)
 
 
 def _run_import(args: argparse.Namespace) -> int:
@@ -218,6 +219,28 @@ def _register_graft(subparsers: Any) -> None:
     p.add_argument("target", help="bundle to change in place")
     p.add_argument("--set", default="cuda", help="the graph set to replace (default: cuda)")
     p.set_defaults(func=_run_graft)
+
+
+def _run_lean(args: argparse.Namespace) -> int:
+    from training.export.lean import add_lean_step
+
+    entry = add_lean_step(args.bundle, args.set)
+    print(json.dumps({"lean_step": entry["file"], "set": args.set, "outputs": sorted(entry["outputs"])}, indent=2))
+    return 0
+
+
+def _register_lean(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "lean-step",
+        help="add the decoder step without attention rows (decoder_lean) to a bundle's GPU set exported before it",
+        description="Write the graph set's decoder step without its attention output (the engine runs it for the "
+        "steps no sentence asked attention rows for; it reads the set's weights file, so the bundle gains no "
+        "weights), check it against the full step on random inputs, and rewrite the manifest. Exports write it into "
+        "a GPU set with fused attention by themselves (docs/bundle.md).",
+    )
+    p.add_argument("bundle", help="bundle directory to change in place")
+    p.add_argument("--set", default="cuda", help="the graph set: cuda (default), another variant, or main")
+    p.set_defaults(func=_run_lean)
 
 
 def _run_shortlist(args: argparse.Namespace) -> int:

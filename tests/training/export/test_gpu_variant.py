@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.bundle import BundleError, graph_files, read_manifest, sha256_file
-from core.graphs import GRAPHS
+from core.graphs import GRAPHS, LEAN_STEP
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError, choose_graphs
 from testkit.synthetic import make_pairs
@@ -27,7 +27,8 @@ def test_variant_graphs_are_listed_checked_and_typed(dual_bundle: Path) -> None:
     manifest = read_manifest(dual_bundle)
     variant = manifest["variants"]["cuda"]
     assert variant["dtype"] == "fp16" and variant["provider"] == "CUDAExecutionProvider"
-    assert graph_files(manifest, "cuda") == {role: f"cuda/{role}.onnx" for role in GRAPHS}
+    # fused attention (the GPU set's default): with the lean step (core/graphs.py LEAN_STEP)
+    assert graph_files(manifest, "cuda") == {role: f"cuda/{role}.onnx" for role in (*GRAPHS, LEAN_STEP)}
     assert graph_files(manifest) == {role: f"{role}.onnx" for role in GRAPHS}
     assert variant["graphs"]["decoder"]["inputs"]["past_k_0"]["dtype"] == "float16"
     assert manifest["graphs"]["decoder"]["inputs"]["past_k_0"]["dtype"] == "float32"
