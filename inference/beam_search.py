@@ -526,7 +526,7 @@ class BeamSearch:
         width = top_ids.shape[2]
         flat = (a.score[:, :, None] + top_lp).reshape(-1)  # float64
         depth = min(hyps * width, widest + hyps * (1 + extra))  # as the walk: no deeper is ever read
-        ranking = ranked_first(flat.reshape(batch, -1), depth)
+        ranking = np.argsort(-flat.reshape(batch, -1), axis=1, kind="stable")[:, :depth]
         parent = ranking // width
         ranking += (np.arange(batch) * (hyps * width))[:, None]  # from here into the whole step's proposals
         ids = top_ids.reshape(-1).take(ranking)
@@ -750,23 +750,6 @@ def search(
 
 
 _NOTHING: frozenset[int] = frozenset()
-
-
-def ranked_first(scores: np.ndarray, depth: int) -> np.ndarray:
-    """Each row's first ``depth`` column indices by score, best first, ties in column order: the first ``depth`` of
-    a stable sort of the negated scores, which is what a large set (:meth:`BeamSearch._step_arrays`) ranks its
-    proposals with. Numpy's stable sort of many short rows costs about twice its unstable one, and where no two of a
-    row's first ``depth + 1`` sorted scores are equal the two agree on the first ``depth`` (each of those is the
-    only one with its score and beats every later one); rows with a tie there (a padding hypothesis scores -inf)
-    are sorted again, stably. For a few rows the extra indexing costs more than it saves: the walk sorts stably."""
-    negated = -scores
-    order = np.argsort(negated, axis=1)
-    seen = negated[np.arange(len(order))[:, None], order[:, : depth + 1]]
-    tied = (seen[:, 1:] == seen[:, :-1]).any(axis=1)
-    if tied.any():
-        rows = np.flatnonzero(tied)
-        order[rows] = np.argsort(negated[rows], axis=1, kind="stable")
-    return order[:, :depth]
 
 
 def banned_tokens(tokens: Sequence[int], n: int) -> AbstractSet[int]:

@@ -111,6 +111,13 @@ case "$step" in
     timeout 60 python3 -m bench search-cost --a . --a-arrays-from 1000000000 --b . --b-arrays-from 1 \
       --batch-sizes 64,128 --repeats 3 --no-repeat-ngram 3 --length-penalty 1.4 --pieces 60 --out /tmp/search-cost-guard \
       2>&1 | tail -3 | tee -a "$OUT/static-host-b128.txt"
+    # session 41: the dynamic fused fp16w graphs (a GPU server's default) stepping without attention rows where
+    # nobody asks for them (the set's lean step, decoder_lean), against the same engine running the full step every
+    # step; on the H200 in session 36 the lean graph alone ran 1.145x the full one at batch 1, 1.055x at 32
+    timeout 120 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,128 --sentences 128 --repeats 2 --systems cuda-fp16w-fused,cuda-fp16w-fused-full \
+      --out "$OUT/lean-step" 2>&1 | quiet | tail -12
+    rm -f "$OUT"/lean-step.png
     timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32 --sentences 64 --repeats 2 --out "$OUT/ort-beam-search" 2>&1 \
       | quiet | tail -8 ;;
