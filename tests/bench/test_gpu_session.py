@@ -148,8 +148,14 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
 def test_the_batch1_run_takes_arguments_the_bench_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     """device.sh batch1, the third run of a session with time left: its command parses as written."""
     commands = device_commands("batch1")
-    assert [words[0] for words in commands] == ["search-cost", "search-cost", "ort-beam-search"]
+    assert [words[0] for words in commands] == ["search-cost", "search-cost", "gpu", "ort-beam-search"]
     _parse_each(commands, monkeypatch)
+    from bench.gpu import SYSTEMS  # bench gpu skips a system it does not know: the lean step's pair must be known
+
+    (gpu,) = [words for words in commands if words[0] == "gpu"]
+    assert (
+        set(gpu[gpu.index("--systems") + 1].split(",")) == {"cuda-fp16w-fused", "cuda-fp16w-fused-full"} <= set(SYSTEMS)
+    )
 
 
 def test_the_profile_server_run_takes_arguments_the_bench_takes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,13 +7,16 @@ GPU machine with onnxruntime-gpu: ``pytest -m gpu`` (these), then ``pytest tests
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 import inference.beam_search as beam_search_module
+from core.graphs import LEAN_STEP
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine, gpu_present
 from testkit.synthetic import make_pairs
@@ -169,6 +172,32 @@ def test_fused_attention_decodes_on_cuda_like_the_cpu(
     fused = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", static_step=static)
     _assert_decodes_like(cpu_engine, fused, (1, 5, 24))
     assert _admitted_mid_run(fused) == _admitted_mid_run(cpu_engine)
+
+
+def test_the_lean_step_on_cuda_finds_the_full_steps_beams(tiny_fused_bundle: Path, cpu_engine: Engine) -> None:
+    """Where nobody asks for attention rows a fused GPU set steps without them (core/graphs.py ``LEAN_STEP``): on
+    CUDA the beams and scores of the same engine stepping the full graph, and of the plain graphs on the CPU."""
+    from bench.gpu import without_lean
+
+    lean = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda")
+    full = without_lean(Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda"))
+    assert LEAN_STEP in lean.sessions and LEAN_STEP not in full.sessions
+    roles: list[str] = []
+    run = lean.run_graph
+
+    def counted(role: str, *args: Any, **kwargs: Any) -> list[Any]:
+        roles.append(role)
+        return run(role, *args, **kwargs)
+
+    lean.run_graph = counted  # type: ignore[method-assign]
+    options = dataclasses.replace(BEAM, return_attention=False)
+    for batch in (1, 5, 24):
+        expected = _decode(cpu_engine, options, batch)
+        for engine in (lean, full):
+            for c, g in zip(expected, _decode(engine, options, batch), strict=True):
+                assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+                assert [h.score for h in g.hypotheses] == pytest.approx([h.score for h in c.hypotheses], abs=1e-2)
+    assert LEAN_STEP in roles and "decoder" not in roles
 
 
 def test_running_sets_in_two_threads_capture_and_replay_like_one_thread(
