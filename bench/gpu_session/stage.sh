@@ -8,7 +8,7 @@
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
 #   run 3: bash bench/gpu_session/device.sh batch1           (nothing carried: /tmp holds what run 2 set up),
-#          timeout_s 420 (since session 41 it also exports and runs bench gpu for the lean step: about 2 minutes more)
+#          timeout_s 420 (since session 41 it also exports and runs bench gpu for the lean step; not yet run on a device, so its time is unknown)
 #   run 4, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
 #     (where the server's worker spends a step: py-spy stacks). Session 36 on an H200: the machine's start with
 #     run 1 took 58 s, targets 336 s and batch1 29 s, 440 s of the 900 with the transfers.
