@@ -20,7 +20,7 @@ cuda-fp16w-static-nograph the same without capture. cuda-fp16w-fused and cuda-fp
 fp16w graphs exported with ``--gpu-attention fused`` (each attention one MultiHeadAttention kernel, residual
 additions fused with their layer norms: training/fused.py), launched node by node and replayed.
 cuda-fp16w-fused steps without attention rows where nobody asks for them (the set's lean step, core/graphs.py
-``LEAN_STEP``); cuda-fp16w-fused-full is the same engine without its lean step, every step the full one.
+``LEAN_STEP``); cuda-fp16w-fused-full is the same graphs loaded with ``lean_step=False``, every step the full one.
 With ``--random PRESET`` the model is that training preset with random weights (seeded) and the
 vocabulary of ``--vocab`` (of the preset's size): a speed figure for an architecture nobody has trained yet.
 Its outputs mean nothing and their lengths are what the random weights make of them (often the length cap);
@@ -40,7 +40,6 @@ from typing import Any
 import onnxruntime as ort
 
 from bench.loadtools import ROOT, command_line, read_sources, report_dir, report_path, write_report
-from core.graphs import LEAN_STEP
 from core.translation import DecodeOptions
 from inference.engine import Engine, EngineError
 
@@ -79,13 +78,6 @@ def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, bat
     for start in range(0, len(sources), batch):
         outputs += [t.best.token_ids for t in engine.translate_ids(sources[start : start + batch], options)]
     return time.perf_counter() - started, outputs
-
-
-def without_lean(engine: Engine) -> Engine:
-    """The engine without its lean step (if it has one): every dynamic step then computes the attention rows."""
-    engine.sessions.pop(LEAN_STEP, None)
-    engine.raw_sessions.pop(LEAN_STEP, None)
-    return engine
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             if f"cuda-{name}" in systems:
                 engines[f"cuda-{name}"] = Engine.load(work / name, provider="cuda")
         if "cuda-fp16w-fused-full" in systems:
-            engines["cuda-fp16w-fused-full"] = without_lean(Engine.load(work / "fp16w-fused", provider="cuda"))
+            engines["cuda-fp16w-fused-full"] = Engine.load(work / "fp16w-fused", provider="cuda", lean_step=False)
         for system in static:
             graphs, replay = STATIC[system]
             engines[system] = Engine.load(work / graphs, provider="cuda", static_step=True, cuda_graph=replay)

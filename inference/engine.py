@@ -450,6 +450,7 @@ class Engine:
         cohorts: int | None = None,
         static_warm: int = 0,
         shortlist: bool = False,
+        lean_step: bool | None = None,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -480,6 +481,10 @@ class Engine:
         by ``python -m training shortlist``; inference/shortlist.py): faster on the CPU, an approximation, measured by
         ``python -m bench shortlist``. Used with the main graphs on the CPU and the dynamic state; elsewhere it is
         ignored with a warning (on a GPU the output projection is not what a step waits for).
+
+        ``lean_step``: run the graph set's step without attention rows (core/graphs.py ``LEAN_STEP``, in GPU sets
+        with fused attention) for the steps no sentence asked rows for. None: on CUDA only; the CPU gained nothing
+        from it and its session holds another copy of the decoder's weights (docs/inference-core.md).
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -513,7 +518,9 @@ class Engine:
         step_options = session_options(threads, bool(spinning))
         sessions = {}
         static_roles = ("place", *(role for role in STATIC_EXTRAS if role in files)) if static_step else ()
-        lean = (LEAN_STEP,) if LEAN_STEP in files and not static_step else ()  # the dynamic state's (DeviceState)
+        if lean_step is None:
+            lean_step = providers[0] == "CUDAExecutionProvider"
+        lean = (LEAN_STEP,) if lean_step and LEAN_STEP in files and not static_step else ()  # DeviceState's
         for role in (*GRAPHS, *static_roles, *lean):
             chosen = step_options if role in ("decoder", LEAN_STEP) else options
             sessions[role] = _open_session(bundle / files[role], role, chosen, providers, manifest)

@@ -177,10 +177,8 @@ def test_fused_attention_decodes_on_cuda_like_the_cpu(
 def test_the_lean_step_on_cuda_finds_the_full_steps_beams(tiny_fused_bundle: Path, cpu_engine: Engine) -> None:
     """Where nobody asks for attention rows a fused GPU set steps without them (core/graphs.py ``LEAN_STEP``): on
     CUDA the beams and scores of the same engine stepping the full graph, and of the plain graphs on the CPU."""
-    from bench.gpu import without_lean
-
-    lean = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda")
-    full = without_lean(Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda"))
+    lean = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda")  # on CUDA by default
+    full = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", lean_step=False)
     assert LEAN_STEP in lean.sessions and LEAN_STEP not in full.sessions
     roles: list[str] = []
     run = lean.run_graph

@@ -13,7 +13,6 @@ import numpy as np
 import onnx
 import pytest
 
-from bench.gpu import without_lean
 from core.bundle import GRAPH_FILES, read_manifest, sha256_file, write_manifest
 from core.graphs import LEAN_STEP
 from core.translation import DecodeOptions
@@ -62,8 +61,8 @@ def _counting(engine: Engine) -> dict[str, int]:
 def test_the_engine_steps_lean_only_where_nobody_asked_for_rows_and_translates_the_same(
     tiny_fused_bundle: Path,
 ) -> None:
-    engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda")
-    full = without_lean(Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda"))  # bench gpu's
+    engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", lean_step=True)
+    full = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda")  # on the CPU: off by default
     assert LEAN_STEP in engine.sessions and LEAN_STEP not in full.sessions
     calls = _counting(engine)
     options = DecodeOptions(beam_size=3, n_best=2)
@@ -81,7 +80,7 @@ def test_the_engine_steps_lean_only_where_nobody_asked_for_rows_and_translates_t
 
 
 def test_one_sentence_asking_for_rows_takes_the_whole_set_to_the_full_step(tiny_fused_bundle: Path) -> None:
-    engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda")
+    engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", lean_step=True)
     calls = _counting(engine)
     running = engine.running_set()
     running.admit([(0, TEXTS[0], DecodeOptions(beam_size=2)), (1, TEXTS[1], DecodeOptions(return_attention=True))])
@@ -99,7 +98,7 @@ def test_the_command_adds_the_lean_step_to_an_older_bundle(tiny_fused_bundle: Pa
     del manifest["variants"]["cuda"]["graphs"][LEAN_STEP]
     (older / "cuda" / GRAPH_FILES[LEAN_STEP]).unlink()
     write_manifest(older, {key: value for key, value in manifest.items() if key != "files"})
-    assert LEAN_STEP not in Engine.load(older, provider="cpu", threads=1, graphs="cuda").sessions
+    assert LEAN_STEP not in Engine.load(older, provider="cpu", threads=1, graphs="cuda", lean_step=True).sessions
     before = {name: entry["sha256"] for name, entry in read_manifest(older)["files"].items()}
 
     assert training_main(["lean-step", str(older)]) == 0
@@ -113,7 +112,7 @@ def test_the_command_adds_the_lean_step_to_an_older_bundle(tiny_fused_bundle: Pa
         tiny_fused_bundle / "cuda" / GRAPH_FILES[LEAN_STEP]
     )
     assert all(after["files"][name]["sha256"] == sha for name, sha in before.items())  # nothing else touched
-    engine = Engine.load(older, provider="cpu", threads=1, graphs="cuda")
+    engine = Engine.load(older, provider="cpu", threads=1, graphs="cuda", lean_step=True)
     calls = _counting(engine)
     engine.translate(TEXTS[:2], DecodeOptions())
     assert calls.get(LEAN_STEP, 0) > 0
