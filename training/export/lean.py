@@ -6,7 +6,7 @@ about a tenth of a batch-1 step's kernels. onnxruntime keeps every node a graph 
 kernels whether the host copies them or not. ``decoder_lean`` (core/graphs.py ``LEAN_STEP``) is the set's decoder
 graph without the ``attention`` output, the nodes only it needed and the initializers only those read; its
 initializers point into the set's own weights file, as the decoder's do, so the bundle gains a graph, not weights.
-The engine runs it for the steps where nobody asked (inference/engine.py ``DeviceState.step``).
+The engine on CUDA runs it for the steps where nobody asked (inference/engine.py ``DeviceState.step``).
 
 Exports write it into a GPU set with fused attention (``export --gpu-dtype ...``, the default ``--gpu-attention
 fused``); this command adds it to a bundle exported before, or to any set, checks that it gives the full step's
