@@ -40,8 +40,9 @@ LEAN_STEP = "decoder_lean"
 """Optional, in a GPU set with fused attention, written by exports since session 41 (``python -m training lean-step``
 adds it to an older bundle): the decoder step without its ``attention`` output and the nodes only that output needs
 (in fused graphs the reported layer's scores computed again with plain operators), which the engine runs on CUDA
-(``Engine.load`` ``lean_step``) for the steps no sentence of the running set asked for attention rows. Its graph reads the set's weights file, so it adds no weights to the bundle.
-On an H200 it ran 1.145x the full step at batch 1 and 1.055x at 32 (docs/inference-core.md)."""
+(``Engine.load`` ``lean_step``) for the steps no sentence of the running set asked for attention rows. Its graph reads
+the set's weights file, so it adds no weights to the bundle. On an H200 it ran 1.145x the full step at batch 1 and
+1.055x at 32 as a graph alone (docs/inference-core.md)."""
 
 
 PACKED_STEP_IDS = "step_ids"
