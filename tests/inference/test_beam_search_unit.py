@@ -259,26 +259,32 @@ def _repeats(tokens: list[int], n: int) -> bool:
     return len(grams) != len(set(grams))
 
 
+def _tree_search(
+    seed: int, vocab: int, max_lens: list[int], beam: int, guard: int, eos_bias: float, ties: bool = False
+) -> list[list[Finished]]:
+    """One sentence a max length, each on TreeStepper's random distributions, searched together as the brute-force
+    reference's rules say (length penalty 0.6, ``beam`` best kept)."""
+    return search(
+        TreeStepper(len(max_lens), vocab, seed, eos_bias, ties=ties),
+        [3] * len(max_lens),
+        max_lens,
+        beam_size=beam,
+        length_penalty=0.6,
+        n_best=beam,
+        vocab_size=vocab,
+        bos_id=BOS,
+        eos_id=EOS,
+        no_repeat_ngram=guard,
+    )
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 @pytest.mark.parametrize("beam", [1, 3])
 def test_no_repeat_ngram_equals_brute_force_on_full_distributions(n: int, beam: int) -> None:
     vocab, sentences, max_lens, changed = 9, 3, [8, 10, 12], 0
     for seed in range(10):
         eos_bias = [-3.0, 0.0][seed % 2]  # a low EOS bias makes long hypotheses, where repeats appear
-        outputs = {}
-        for guard in (0, n):
-            outputs[guard] = search(
-                TreeStepper(sentences, vocab, seed, eos_bias),
-                [3] * sentences,
-                max_lens,
-                beam_size=beam,
-                length_penalty=0.6,
-                n_best=beam,
-                vocab_size=vocab,
-                bos_id=BOS,
-                eos_id=EOS,
-                no_repeat_ngram=guard,
-            )
+        outputs = {guard: _tree_search(seed, vocab, max_lens, beam, guard, eos_bias) for guard in (0, n)}
         for s in range(sentences):
             expected = _brute_force(seed, s, vocab, eos_bias, beam, max_lens[s], n, 0.6)[:beam]
             got = outputs[n][s]
@@ -296,19 +302,7 @@ def test_tied_proposals_rank_as_the_reference_sorts_them(n: int) -> None:
     unstable sort of the proposals fails this test)."""
     vocab, sentences, max_lens, beam, tied = 12, 3, [7, 9, 11], 3, 0
     for seed in range(8):
-        stepper = TreeStepper(sentences, vocab, seed, 0.0, ties=True)
-        outputs = search(
-            stepper,
-            [3] * sentences,
-            max_lens,
-            beam_size=beam,
-            length_penalty=0.6,
-            n_best=beam,
-            vocab_size=vocab,
-            bos_id=BOS,
-            eos_id=EOS,
-            no_repeat_ngram=n,
-        )
+        outputs = _tree_search(seed, vocab, max_lens, beam, n, 0.0, ties=True)
         for s in range(sentences):
             expected = _brute_force(seed, s, vocab, 0.0, beam, max_lens[s], n, 0.6, ties=True)[:beam]
             assert [h.tokens for h in outputs[s]] == [t for t, _ in expected]
