@@ -8,8 +8,10 @@ with plain operators (CUDA's MultiHeadAttention returns other scores than its CP
 whose output nothing reads, so this builds the "lean" step by removing the ``attention`` output and every node only
 it needed (with the ``onnx`` package, which the serving image does not have), then times both sessions on the same
 random inputs (beam 4, 20 cached positions, 25 source positions), alternating, ``--calls`` runs each a repeat:
-whether the engine should carry a second step graph without the rows
-(docs/inference-core.md, "Fewer kernels a step").
+whether the engine should carry a second step graph without the rows (docs/inference-core.md, "Fewer kernels a
+step"). Since session 41 a fused GPU set carries it (``decoder_lean``, training/export/lean.py, which builds it the
+same way); this measures the two graphs alone, ``bench gpu --systems cuda-fp16w-fused,cuda-fp16w-fused-full`` the
+engine with and without it. Point it at a set's ``decoder.onnx`` (the default) as before.
 """
 
 from __future__ import annotations
