@@ -27,24 +27,7 @@ import onnxruntime as ort
 
 from core.bundle import read_manifest
 from inference.engine import choose_providers
-
-
-def lean(path: Path) -> bytes:
-    """The graph at ``path`` without its ``attention`` output and the nodes only that output needed."""
-    model = onnx.load(str(path), load_external_data=False)
-    kept = [o for o in model.graph.output if o.name != "attention"]
-    del model.graph.output[:]
-    model.graph.output.extend(kept)
-    nodes = list(model.graph.node)
-    while True:
-        read = {name for node in nodes for name in node.input} | {o.name for o in model.graph.output}
-        alive = [node for node in nodes if any(name in read for name in node.output if name)]
-        if len(alive) == len(nodes):
-            break
-        nodes = alive
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
-    return model.SerializeToString()
+from training.export.lean import lean_graph
 
 
 def main() -> None:
@@ -67,7 +50,7 @@ def main() -> None:
     options.log_severity_level = 3
     options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     full = ort.InferenceSession(str(path), options, providers=providers)
-    thin = ort.InferenceSession(lean(path), options, providers=providers)
+    thin = ort.InferenceSession(lean_graph(path).SerializeToString(), options, providers=providers)
     dtypes = {i.name: i.type for i in full.get_inputs()}
     k_shape = next(i.shape for i in full.get_inputs() if i.name == "k")  # [1], or [] before 2026-11-26
     print(
