@@ -112,6 +112,8 @@ def test_the_command_adds_the_lean_step_to_an_older_bundle(tiny_fused_bundle: Pa
         tiny_fused_bundle / "cuda" / GRAPH_FILES[LEAN_STEP]
     )
     assert all(after["files"][name]["sha256"] == sha for name, sha in before.items())  # nothing else touched
+    assert training_main(["lean-step", str(older)]) == 0  # again: the same files
+    assert read_manifest(older)["files"] == after["files"]
     engine = Engine.load(older, provider="cpu", threads=1, graphs="cuda", lean_step=True)
     calls = _counting(engine)
     engine.translate(TEXTS[:2], DecodeOptions())
