@@ -39,6 +39,7 @@ from core.bundle import read_manifest
 from core.translation import DecodeOptions
 from inference.engine import Engine, choose_providers
 from inference.threads import session_options
+from training.export.feeds import random_step_inputs, typed
 
 KINDS = ("plain", "fused")
 DTYPES = {
@@ -80,24 +81,6 @@ def node_counts(path: Path, providers: list[str], work: Path) -> dict[str, Any]:
     return {"nodes": sum(ops.values()), "ops": dict(ops.most_common())}
 
 
-def step_inputs(manifest: dict[str, Any], batch: int, beam: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    arch = manifest["architecture"]
-    heads, d_head, layers = arch["n_heads"], arch["d_model"] // arch["n_heads"], arch["decoder_layers"]
-    rows, source, cached = batch * beam, 25, 20
-    feeds: dict[str, np.ndarray] = {
-        "tokens": rng.integers(4, arch["vocab_size"], (batch, beam)),
-        "positions": rng.integers(1, cached + 1, batch),  # sentences at different steps: the cache mask works
-        "reorder": rng.permutation(rows).astype(np.int64),
-        "k": np.array([2 * beam], dtype=np.int64),
-        "src_mask": np.zeros((batch, source), dtype=bool),
-    }
-    for i in range(layers):
-        for name, size, width in (("cross", batch, source), ("past", rows, cached)):
-            for kv in "kv":
-                feeds[f"{name}_{kv}_{i}"] = rng.standard_normal((size, heads, width, d_head), dtype=np.float32)
-    return feeds
-
-
 def encoder_inputs(manifest: dict[str, Any], batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     arch, eos, pad = manifest["architecture"], manifest["special_ids"]["eos"], manifest["special_ids"]["pad"]
     ids = rng.integers(4, arch["vocab_size"], (batch, 28))
@@ -105,12 +88,6 @@ def encoder_inputs(manifest: dict[str, Any], batch: int, rng: np.random.Generato
         length = 28 - row % 10
         ids[row, length - 1], ids[row, length:] = eos, pad
     return {"src_ids": ids}
-
-
-def typed(feeds: dict[str, np.ndarray], sess: ort.InferenceSession) -> dict[str, np.ndarray]:
-    """The random float inputs in the graph's float type (fp16 graph sets take fp16 memory)."""
-    kinds = {i.name: i.type for i in sess.get_inputs()}
-    return {k: v.astype(np.float16) if kinds.get(k) == "tensor(float16)" else v for k, v in feeds.items()}
 
 
 def time_calls(
@@ -171,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             feeds = (
                 encoder_inputs(manifest, batch, rng)
                 if role == "encoder"
-                else step_inputs(manifest, batch, args.beam, rng)
+                else random_step_inputs(manifest, batch, args.beam, rng)
             )
             print(f"{role} batch {batch} ...", flush=True)
             calls[role][batch] = time_calls(sessions, feeds, max(5, 200 // batch), args.repeats)

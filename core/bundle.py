@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.graphs import GRAPHS, LEAN_STEP, STATIC_EXTRAS, STATIC_GRAPHS
+from core.graphs import GRAPHS, OPTIONAL_GRAPHS
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "transformer-nmt-bundle"
@@ -24,8 +24,6 @@ position per sentence (sentences admitted between steps share the running set) a
 A bundle of an earlier format is upgraded with `python -m training import-bundle` then `export`
 (docs/bundle.md)."""
 
-OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP)
-"""Graphs a set may have beside ``GRAPHS`` (core/graphs.py)."""
 GRAPH_FILES = {role: f"{role}.onnx" for role in GRAPHS + OPTIONAL_GRAPHS}
 ENCODER_FILE, DECODER_FILE = GRAPH_FILES["encoder"], GRAPH_FILES["decoder"]
 

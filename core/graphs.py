@@ -44,6 +44,9 @@ adds it to an older bundle): the decoder step without its ``attention`` output a
 the set's weights file, so it adds no weights to the bundle. On an H200 it ran 1.145x the full step at batch 1 and
 1.055x at 32 as a graph alone (docs/inference-core.md)."""
 
+OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP)
+"""Graphs a set may have beside ``GRAPHS``."""
+
 
 PACKED_STEP_IDS = "step_ids"
 """A static_decoder exported since session 25 (2026-11-26) takes ``tokens``, ``positions`` and ``reorder`` as this
@@ -198,5 +201,4 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         ]
         trimmed += [TensorSpec("trimmed_" + t.name, FLOAT, ("rows", heads, "kept_steps", d_head)) for t in past]
         return GraphSpec(role, (*memory, *past, *cut), tuple(trimmed))
-    known = ", ".join((*GRAPHS, *STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP))
-    raise ValueError(f"unknown graph role {role!r}: a bundle holds {known}")
+    raise ValueError(f"unknown graph role {role!r}: a bundle holds {', '.join(GRAPHS + OPTIONAL_GRAPHS)}")

@@ -27,6 +27,7 @@ import onnxruntime as ort
 
 from core.bundle import read_manifest
 from inference.engine import choose_providers
+from training.export.feeds import random_step_inputs, typed
 from training.export.lean import lean_graph
 
 
@@ -43,35 +44,19 @@ def main() -> None:
     manifest = read_manifest(bundle)
     folder = bundle if args.graphs == "main" else bundle / args.graphs
     path = folder / "decoder.onnx"
-    arch = manifest["architecture"]
-    heads, d_head, layers = int(arch["n_heads"]), int(arch["d_head"]), int(arch["decoder_layers"])
     providers = choose_providers(args.provider)
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     full = ort.InferenceSession(str(path), options, providers=providers)
     thin = ort.InferenceSession(lean_graph(path).SerializeToString(), options, providers=providers)
-    dtypes = {i.name: i.type for i in full.get_inputs()}
-    k_shape = next(i.shape for i in full.get_inputs() if i.name == "k")  # [1], or [] before 2026-11-26
     print(
         f"{path}: {len(onnx.load(str(path), load_external_data=False).graph.node)} nodes as exported, "
         f"{full.get_providers()[0]}; lean outputs {[o.name for o in thin.get_outputs()]}"
     )
     rng = np.random.default_rng(0)
     for batch in (int(b) for b in args.batch_sizes.split(",")):
-        rows, source, cached = batch * 4, 25, 20
-        floats = np.float16 if "float16" in dtypes.get("cross_k_0", "") else np.float32
-        feeds = {
-            "tokens": rng.integers(4, int(arch["vocab_size"]), (batch, 4)),
-            "positions": np.full(batch, cached, dtype=np.int64),
-            "reorder": np.arange(rows, dtype=np.int64),
-            "k": np.full(k_shape, 8, dtype=np.int64),
-            "src_mask": np.zeros((batch, source), dtype=bool),
-        }
-        for i in range(layers):
-            for kind in ("k", "v"):
-                feeds[f"cross_{kind}_{i}"] = rng.standard_normal((batch, heads, source, d_head)).astype(floats)
-                feeds[f"past_{kind}_{i}"] = rng.standard_normal((rows, heads, cached, d_head)).astype(floats)
+        feeds = typed(random_step_inputs(manifest, batch, 4, rng), full)  # 25 source, 20 cached positions
         times: dict[str, list[float]] = {"full": [], "lean": []}
         for _ in range(args.repeats):
             for name, session in (("full", full), ("lean", thin)):

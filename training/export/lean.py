@@ -25,6 +25,7 @@ import onnxruntime as ort
 
 from core.bundle import GRAPH_FILES, BundleError, read_manifest, write_manifest
 from core.graphs import LEAN_STEP
+from training.export.feeds import random_step_inputs, typed
 from training.export.writer import tensor_specs
 
 log = logging.getLogger(__name__)
@@ -73,34 +74,11 @@ def check_lean(decoder: Path, lean: Path, manifest: dict[str, Any], atol: float,
     """Run both graphs on the CPU on the same random inputs: the lean one must give the full one's outputs (it is
     the same nodes), floats within ``atol`` and the same ids wherever the full step's log-probabilities are further
     than ``2 * atol`` from their neighbours'; BundleError otherwise."""
-    arch = manifest["architecture"]
     options = ort.SessionOptions()
     options.log_severity_level = 3
     full = ort.InferenceSession(str(decoder), options, providers=["CPUExecutionProvider"])
     thin = ort.InferenceSession(str(lean), options, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    rows, source, cached = batch * hyps, 5, 4
-    feeds: dict[str, np.ndarray] = {}
-    for value in full.get_inputs():
-        floats = np.float16 if value.type == "tensor(float16)" else np.float32
-        if value.name == "tokens":
-            feeds[value.name] = rng.integers(4, int(arch["vocab_size"]), (batch, hyps))
-        elif value.name == "positions":
-            feeds[value.name] = np.arange(cached, cached - batch, -1, dtype=np.int64)
-        elif value.name == "reorder":
-            feeds[value.name] = rng.permutation(rows).astype(np.int64)
-        elif value.name == "k":
-            feeds[value.name] = np.full([int(d) for d in value.shape], 3, dtype=np.int64)
-        elif value.name == "src_mask":
-            feeds[value.name] = np.zeros((batch, source), dtype=bool)
-        elif value.name.startswith("cross_"):
-            shape = (batch, int(arch["n_heads"]), source, int(arch["d_head"]))
-            feeds[value.name] = rng.standard_normal(shape).astype(floats)
-        elif value.name.startswith("past_"):
-            shape = (rows, int(arch["n_heads"]), cached, int(arch["d_head"]))
-            feeds[value.name] = rng.standard_normal(shape).astype(floats)
-        else:
-            raise BundleError(f"{decoder}: input {value.name!r} is not one of a decoder step's")
+    feeds = typed(random_step_inputs(manifest, batch, hyps, np.random.default_rng(0), source=5, cached=4), full)
     names = [o.name for o in thin.get_outputs()]
     got = dict(zip(names, thin.run(names, feeds), strict=True))
     want = dict(zip(names, full.run(names, feeds), strict=True))
