@@ -198,10 +198,7 @@ class DeviceState:
             **dict(zip(engine.memory_names, self.memory, strict=True)),
             **dict(zip(engine.past_names, self.cache, strict=True)),
         }
-        outputs = ["topk_logprobs", "topk_ids", "attention", *engine.present_names]
         role = "decoder"
-        if not attention and LEAN_STEP in engine.sessions:  # nobody asked for the rows: the step without them
-            outputs, role = [*outputs[:2], *outputs[3:]], LEAN_STEP
         if self.lists:  # only the set's listed pieces are scored, each hypothesis' masked to its sentence's
             if self._listed_stale:
                 assert engine.shortlist is not None
@@ -217,11 +214,15 @@ class DeviceState:
                 inputs[SHORTLIST_INPUTS[3]] = self._mask_rows  # mask
                 inputs["k"] = np.full(engine.k_shape, min(k, listed.allowed.shape[1]), dtype=np.int64)
                 role = "decoder_shortlist"
+        if role == "decoder" and not attention and LEAN_STEP in engine.sessions:  # nobody asked for the rows
+            role = LEAN_STEP
+        reported = [] if role == LEAN_STEP else ["attention"]  # the lean step has no rows to report
+        outputs = ["topk_logprobs", "topk_ids", *reported, *engine.present_names]
         # The attention rows come to the host only when a sentence asked for them.
         top_lp, top_ids, *rest = self._run(role, inputs, outputs, cpu=3 if attention else 2)
-        rows, self.cache = (None, rest) if role == LEAN_STEP else (rest[0], rest[1:])
+        self.cache = rest[len(reported) :]
         self.cached += 1
-        return top_lp.numpy(), top_ids.numpy(), rows.numpy() if attention and rows is not None else None
+        return top_lp.numpy(), top_ids.numpy(), rest[0].numpy() if attention else None
 
     def _keep_listed(self, sentences: np.ndarray) -> None:
         """Sentences leaving keep the set's listed pieces (a superset of what the others need, each row masked to its

@@ -282,3 +282,28 @@ def test_an_inline_projection_is_returned_as_the_one_in_the_weights_file(listed_
     assert np.array_equal(weight, table.weight) and np.array_equal(bias, table.bias)
     session = ort.InferenceSession(str(tmp_path / "decoder_shortlist.onnx"), providers=["CPUExecutionProvider"])
     assert {"vocab", "weight", "bias", "mask"} <= {i.name for i in session.get_inputs()}
+
+
+def test_a_shortlisted_step_is_not_swapped_for_the_lean_one(listed_bundle: Path, tmp_path: Path) -> None:
+    """An engine with both a shortlist and a lean step (``training lean-step --set main``, ``lean_step=True``) runs
+    the shortlisted step where its lists apply, whoever asked for rows, and translates as with the shortlist alone."""
+    from training.export.lean import add_lean_step
+
+    bundle = tmp_path / "both"
+    shutil.copytree(listed_bundle, bundle)
+    add_lean_step(bundle, "main")
+    alone = Engine.load(listed_bundle, provider="cpu", threads=1, shortlist=True)
+    both = Engine.load(bundle, provider="cpu", threads=1, shortlist=True, lean_step=True)
+    assert "decoder_lean" in both.sessions
+    alone.shortlist_most = both.shortlist_most = 1.0  # the tiny model's lists cover most of its vocabulary
+    roles: list[str] = []
+    run = both.run_graph
+
+    def counted(role: str, *args: Any, **kwargs: Any) -> list[Any]:
+        roles.append(role)
+        return run(role, *args, **kwargs)
+
+    both.run_graph = counted  # type: ignore[method-assign]
+    want, got = alone.translate(TEXTS, OPTIONS), both.translate(TEXTS, OPTIONS)
+    assert "decoder_shortlist" in roles and "decoder_lean" not in roles
+    assert [[h.token_ids for h in t.hypotheses] for t in got] == [[h.token_ids for h in t.hypotheses] for t in want]
