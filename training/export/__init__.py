@@ -5,6 +5,8 @@
 - ``optimize``: fp16 conversion and int8 quantization of traced graphs.
 - ``parity``: ONNX Runtime against PyTorch on random and real inputs.
 - ``writer``: the manifest and the graphs' tensor specs.
+- ``lean``: the decoder step without attention rows (``python -m training lean-step``); ``feeds``: random inputs
+  for one decoder step, for checks and benches that run a step graph alone.
 - ``import_bundle``: a bundle's weights read back into a checkpoint (``python -m training import-bundle``).
 - ``commands``: the two subcommands' arguments (light: the heavy modules load when a command runs).
 
