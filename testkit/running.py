@@ -1,4 +1,5 @@
-"""Driving an engine's running set as a scheduler would, at random: sentences join between steps, some are dropped."""
+"""Driving an engine's running set as a scheduler would, at random: sentences join between steps, some are dropped;
+and recording which graphs an engine runs."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def drive(
         widest = max(widest, len(running))
         watch()
     return results, dropped, widest
+
+
+def graph_runs(engine: Any) -> list[str]:
+    """The roles of the graphs ``engine`` runs from now on (``Engine.run_graph``), in order, as a list that grows."""
+    roles: list[str] = []
+    run = engine.run_graph
+
+    def recorded(role: str, *args: Any, **kwargs: Any) -> Any:
+        roles.append(role)
+        return run(role, *args, **kwargs)
+
+    engine.run_graph = recorded
+    return roles

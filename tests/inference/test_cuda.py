@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -19,6 +18,7 @@ import inference.beam_search as beam_search_module
 from core.graphs import LEAN_STEP
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine, gpu_present
+from testkit.running import graph_runs
 from testkit.synthetic import make_pairs
 
 pytestmark = [
@@ -180,14 +180,7 @@ def test_the_lean_step_on_cuda_finds_the_full_steps_beams(tiny_fused_bundle: Pat
     lean = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda")  # on CUDA by default
     full = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", lean_step=False)
     assert LEAN_STEP in lean.sessions and LEAN_STEP not in full.sessions
-    roles: list[str] = []
-    run = lean.run_graph
-
-    def counted(role: str, *args: Any, **kwargs: Any) -> list[Any]:
-        roles.append(role)
-        return run(role, *args, **kwargs)
-
-    lean.run_graph = counted  # type: ignore[method-assign]
+    roles = graph_runs(lean)
     options = dataclasses.replace(BEAM, return_attention=False)
     for batch in (1, 5, 24):
         expected = _decode(cpu_engine, options, batch)

@@ -15,7 +15,7 @@ from core.tokenizer import Tokenizer
 from core.translation import DecodeOptions
 from inference.engine import BundleError, Engine, EngineError
 from inference.shortlist import Shortlist
-from testkit.running import drive
+from testkit.running import drive, graph_runs
 from testkit.synthetic import WORDS, make_pairs
 from training.cli import main as training_cli
 from training.export.shortlist import FLOOR, translation_table
@@ -296,14 +296,7 @@ def test_a_shortlisted_step_is_not_swapped_for_the_lean_one(listed_bundle: Path,
     both = Engine.load(bundle, provider="cpu", threads=1, shortlist=True, lean_step=True)
     assert "decoder_lean" in both.sessions
     alone.shortlist_most = both.shortlist_most = 1.0  # the tiny model's lists cover most of its vocabulary
-    roles: list[str] = []
-    run = both.run_graph
-
-    def counted(role: str, *args: Any, **kwargs: Any) -> list[Any]:
-        roles.append(role)
-        return run(role, *args, **kwargs)
-
-    both.run_graph = counted  # type: ignore[method-assign]
+    roles = graph_runs(both)
     want, got = alone.translate(TEXTS, OPTIONS), both.translate(TEXTS, OPTIONS)
     assert "decoder_shortlist" in roles and "decoder_lean" not in roles
     assert [[h.token_ids for h in t.hypotheses] for t in got] == [[h.token_ids for h in t.hypotheses] for t in want]
