@@ -3,6 +3,7 @@
 #   device.sh part 1          keep the first onnxruntime-gpu part in /tmp (the machine's start pays for it)
 #   device.sh targets         join the parts, install, and measure every #23 / #24 target in one run (at most
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
+#   device.sh shipped         after batch1: the shipped models/en-de (copied to .gpu/shipped) served on CUDA
 #   device.sh profile-server [engine-process]  after targets: py-spy stacks of the server's threads under 128
 #                             clients (2 files); with engine-process, of the engine process's
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
@@ -17,7 +18,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | floor | batch1 | profile-server [engine-process] | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | floor | batch1 | shipped | profile-server [engine-process] | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -118,9 +119,18 @@ case "$step" in
       --batch-sizes 1,128 --sentences 128 --repeats 2 --systems cuda-fp16w-fused,cuda-fp16w-fused-full \
       --out "$OUT/lean-step" 2>&1 | quiet | tail -12
     rm -f "$OUT"/lean-step.png
-    timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
+    [ -n "${NO_ORT:-}" ] || timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \
       --provider cuda --threads 4 --batch-sizes 1,32 --sentences 64 --repeats 2 --out "$OUT/ort-beam-search" 2>&1 \
       | quiet | tail -8 ;;
+  shipped)
+    # Run 4 after batch1 (carry [".gpu/shipped"], the shipped models/en-de that stage.sh copies there; timeout_s
+    # 200): `make serve`'s own bundle on the GPU, not one exported on the machine: its GPU set's graphs as the
+    # server loads them (fp16w, fused attention, lean step), one client (a sentence alone) and 64 and 128
+    . /tmp/gpu-env.sh
+    timeout 180 python3 -m bench load --bundle .gpu/shipped --input /tmp/model/test.tsv --provider auto --threads 4 \
+      --requests 1024 --warmup-requests 256 --deadline 15 --levels 1,64,128 --servers continuous \
+      --out "$OUT/shipped-load" 2>&1 | quiet | tail -30
+    rm -f "$OUT"/*.png ;;
   measure-engine)
     setup || exit 3
     timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/inference/test_cuda.py 2>&1 | tail -4 | tee "$OUT/pytest-gpu.txt"

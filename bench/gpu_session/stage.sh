@@ -9,7 +9,8 @@
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
 #   run 3: bash bench/gpu_session/device.sh batch1           (nothing carried: /tmp holds what run 2 set up),
 #          timeout_s 420 (since session 41 it also exports and runs bench gpu for the lean step; not yet run on a device, so its time is unknown)
-#   run 4, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
+#   run 4: bash bench/gpu_session/device.sh shipped   carry [".gpu/shipped"] (the shipped models/en-de), timeout_s 200
+#   run 5, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
 #     (where the server's worker spends a step: py-spy stacks). Session 36 on an H200: the machine's start with
 #     run 1 took 58 s, targets 336 s and batch1 29 s, 440 s of the 900 with the transfers.
 # and with more time, instead of run 2:
@@ -35,6 +36,7 @@ PY=.venv/bin/python
 ORT=${ORT_VERSION:-1.31.1}
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 mkdir -p "$G/dl" "$G/whl" "$G/model"
+rm -rf "$G/shipped" && cp -r models/en-de "$G/shipped"  # make serve's own bundle, for device.sh shipped
 PLAT=(--only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
       --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
       --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64)

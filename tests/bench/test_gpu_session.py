@@ -167,6 +167,16 @@ def test_the_profile_server_run_takes_arguments_the_bench_takes(monkeypatch: pyt
     assert load[load.index("--levels") + 1] == "128" and int(load[load.index("--requests") + 1]) >= 10_000
 
 
+def test_the_shipped_run_serves_the_bundle_stage_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device.sh shipped serves make serve's own bundle, the copy stage.sh leaves in .gpu/shipped, on the GPU."""
+    commands = device_commands("shipped")
+    assert [words[0] for words in commands] == ["load"]
+    _parse_each(commands, monkeypatch)
+    (load,) = commands
+    assert load[load.index("--bundle") + 1] == ".gpu/shipped" and load[load.index("--provider") + 1] == "auto"
+    assert 'cp -r models/en-de "$G/shipped"' in (ROOT / "bench/gpu_session/stage.sh").read_text()
+
+
 def test_the_targets_run_measures_the_admission_graphs_with_a_script_that_exists() -> None:
     """device.sh targets times the static path's own graphs at batch 1 and 128 (bench/gpu_session/admission.py)."""
     body = device_step("targets")
