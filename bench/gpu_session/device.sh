@@ -57,7 +57,7 @@ case "$step" in
     # node by node where a call's time goes (session 36: a sentence's admission 3.3 ms of a 10.6 ms sentence)
     for B in 1 128; do
       PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/admission.py /tmp/bundle /tmp/model/test.tsv $B \
-        --provider cuda 2>&1 | grep -v -E "Warning|^\s*$" | tail -32 | tee "$OUT/admission-b$B.txt"
+        --provider cuda 2>&1 | grep -v -E "Warning|ScatterND with|^\s*$" | tail -32 | tee "$OUT/admission-b$B.txt"
     done
     # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps,
     # the models and the scheduler in a process of their own: MT_ENGINE_PROCESS unset is on there since session 27),
@@ -94,6 +94,11 @@ case "$step" in
     . /tmp/gpu-env.sh
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b1.txt"
+    # session 42: on the H100 a `place` call took 10 ms and a batch-1 `grow` 2.4, their nodes' launches 0.2-0.4 ms;
+    # with every launch blocking, each node's profiled time holds its kernel's run: which node (or none) it is
+    CUDA_LAUNCH_BLOCKING=1 PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/admission.py /tmp/bundle \
+      /tmp/model/test.tsv 1 --provider cuda --repeats 20 2>&1 | grep -v -E "Warning|ScatterND with|^\s*$" | tail -32 \
+      | tee "$OUT/admission-blocking-b1.txt"
     # the same at batch 128, and the search's own Python a step there: on the 2-core CPU (session 29) the static
     # state's time beside the run was 379-443 us (most of it bucket moves) and the search 571 us at 128, of a step
     # the H200 took 1.7 ms in all
