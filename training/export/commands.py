@@ -1,5 +1,5 @@
-"""``python -m training export``, ``import-bundle``, ``graft``, ``shortlist`` and ``lean-step``: their arguments, and
-handlers that load the export machinery (torch, onnx, onnxruntime) only when they run."""
+"""``python -m training export``, ``import-bundle``, ``graft``, ``shortlist``, ``lean-step`` and ``place-graph``:
+their arguments, and handlers that load the export machinery (torch, onnx, onnxruntime) only when they run."""
 
 from __future__ import annotations
 
@@ -171,6 +171,7 @@ def register(subparsers: Any) -> None:
     _register_graft(subparsers)
     _register_shortlist(subparsers)
     _register_lean(subparsers)
+    _register_place(subparsers)
 
 
 def _run_import(args: argparse.Namespace) -> int:
@@ -241,6 +242,28 @@ def _register_lean(subparsers: Any) -> None:
     p.add_argument("bundle", help="bundle directory to change in place")
     p.add_argument("--set", default="cuda", help="the graph set: cuda (default), another variant, or main")
     p.set_defaults(func=_run_lean)
+
+
+def _run_place(args: argparse.Namespace) -> int:
+    from training.export.place import rewrite_place
+
+    print(json.dumps(rewrite_place(args.bundle, args.set), indent=2))
+    return 0
+
+
+def _register_place(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "place-graph",
+        help="rebuild a static bundle's place graph as today's export writes it (fast on CUDA)",
+        description="Rebuild the graph set's place graph (it writes new sentences into a static running set's "
+        "buffers) from the bundle's own encoder and architecture, as exports write it since session 42: its "
+        "ScatterNDs index every position of every head, where older ones indexed slots only and onnxruntime's CUDA "
+        "kernel copied a slot's values in one thread. Checks that it writes what the old graph wrote on random "
+        "inputs, then replaces the file and its manifest entry (docs/bundle.md).",
+    )
+    p.add_argument("bundle", help="bundle directory to change in place")
+    p.add_argument("--set", default="cuda", help="the graph set: cuda (default), another variant, or main")
+    p.set_defaults(func=_run_place)
 
 
 def _run_shortlist(args: argparse.Namespace) -> int:

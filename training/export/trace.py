@@ -13,7 +13,7 @@ import onnx
 import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
-from core.graphs import FLOAT, PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK, STATIC_EXTRAS, TensorSpec
+from core.graphs import FLOAT, PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK, STATIC_EXTRAS, TensorSpec, graph_spec
 from training.export import static_int8
 from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
@@ -231,6 +231,12 @@ def write_graphs(
 
 
 def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx.ModelProto:
+    """``role``'s state graph (:func:`sized_state_graph`) for this model."""
+    cfg = model.config
+    return sized_state_graph(role, encoder, cfg.decoder_layers, cfg.n_heads, cfg.d_model // cfg.n_heads)
+
+
+def sized_state_graph(role: str, encoder: onnx.ModelProto, layers: int, heads: int, d_head: int) -> onnx.ModelProto:
     """select, merge, trim or place: the small graphs that reshape the running set's device state between steps.
 
     They only gather, pad, concatenate and slice, so they are written directly in ONNX, typed like the
@@ -238,14 +244,13 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
     tensor); merge pads the running and the new sentences' memory to the longer source (padding masked) and
     stacks them; trim cuts the memory's source axis to ``src_len`` and drops the first ``start`` columns of
     every cache tensor; place pads new sentences' memory to the running set's source width and writes it into
-    the rows ``slots`` (ScatterND; the engine binds the output to the input's own buffer, so the fixed-size
-    memory of a static running set is updated where it lies).
+    the rows ``slots`` (ScatterND with an index per slot, head and position; the engine binds the output to the
+    input's own buffer, so the fixed-size memory of a static running set is updated where it lies).
     """
     from onnx import TensorProto, helper
 
-    layers = model.config.decoder_layers
     float_type = next(o.type.tensor_type.elem_type for o in encoder.graph.output if o.name == "cross_k_0")
-    contract = spec(role, model)
+    contract = graph_spec(role, layers, heads, d_head)
     elem = {"int64": TensorProto.INT64, "bool": TensorProto.BOOL, "float32": TensorProto.FLOAT}
 
     def value(t: TensorSpec) -> onnx.ValueInfoProto:
@@ -284,6 +289,8 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
                 constants.append(helper.make_tensor(f"fill_{t.name}", float_type, [], [0]))
             nodes.append(helper.make_node("Concat", padded, [f"merged_{t.name}"], axis=0))
     elif role == "place":
+        nodes.append(helper.make_node("Unsqueeze", ["slots", "one"], ["slot_rows"]))
+        indexed: dict[int, str] = {}  # the indices of each rank of index, built once (every cross tensor shares them)
         for t in contract.inputs[: 1 + 2 * layers]:
             axis, rank, new = t.source_axis, len(t.shape), "new_" + t.name
             nodes.append(helper.make_node("Shape", [t.name], [f"{t.name}_width"], start=axis, end=axis + 1))
@@ -296,8 +303,16 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
             constants.append(
                 helper.make_tensor(f"fill_{t.name}", TensorProto.BOOL if t.dtype == "bool" else float_type, [], padding)
             )
-            nodes.append(helper.make_node("ScatterND", [t.name, "slot_rows", f"{new}_padded"], [f"placed_{t.name}"]))
-        nodes.insert(0, helper.make_node("Unsqueeze", ["slots", "one"], ["slot_rows"]))
+            # onnxruntime's CUDA ScatterND copies each index's slice in one thread: indexed by slot only, a slot's
+            # heads x width x d_head values went one at a time (10 ms a call on an H100, docs/inference-core.md,
+            # session 42). Every position of every head is an index of its own, so a thread copies d_head values
+            # (the mask: one).
+            index_rank = rank if t.dtype == "bool" else rank - 1
+            if index_rank not in indexed:
+                indexed[index_rank] = _place_indices(nodes, constants, f"{new}_padded", index_rank)
+            nodes.append(
+                helper.make_node("ScatterND", [t.name, indexed[index_rank], f"{new}_padded"], [f"placed_{t.name}"])
+            )
     elif role == "grow":
         # The pads and shapes come from the host (engine: static_state.py), so Pad and Reshape read them where
         # onnxruntime's CUDA kernels want them, on the host, with no copy.
@@ -339,3 +354,36 @@ def state_graph(role: str, encoder: onnx.ModelProto, model: Transformer) -> onnx
     model = helper.make_model(graph, opset_imports=list(encoder.opset_import))
     model.ir_version = encoder.ir_version
     return model
+
+
+def _place_indices(nodes: list[onnx.NodeProto], constants: list[onnx.TensorProto], updates: str, rank: int) -> str:
+    """Nodes that make ScatterND indices for ``updates`` (new sentences' memory, padded to the set's width) that
+    address its first ``rank`` axes one by one: shape (*updates.shape[:rank], rank), the first coordinate the slot
+    (``slot_rows``), the others each position's own. Returns the indices' name."""
+    from onnx import TensorProto, helper
+
+    prefix = f"index{rank}"
+    lead, grid = f"{prefix}_lead", f"{prefix}_grid"
+    nodes.append(helper.make_node("Shape", [updates], [lead], start=0, end=rank))
+    nodes.append(helper.make_node("Concat", [lead, "one"], [grid], axis=0))
+    coordinates = []
+    for axis in range(rank):
+        line = [1] * (rank + 1)
+        line[axis] = -1
+        constants.append(helper.make_tensor(f"{prefix}_line{axis}", TensorProto.INT64, [rank + 1], line))
+        if axis == 0:
+            values = "slot_rows"
+        else:
+            size, count = f"{prefix}_size{axis}", f"{prefix}_count{axis}"
+            nodes.append(helper.make_node("Shape", [updates], [size], start=axis, end=axis + 1))
+            nodes.append(helper.make_node("Squeeze", [size, "zero"], [count]))
+            values = f"{prefix}_range{axis}"
+            nodes.append(helper.make_node("Range", ["zero_scalar", count, "one_scalar"], [values]))
+        nodes.append(helper.make_node("Reshape", [values, f"{prefix}_line{axis}"], [f"{prefix}_along{axis}"]))
+        nodes.append(helper.make_node("Expand", [f"{prefix}_along{axis}", grid], [f"{prefix}_coordinate{axis}"]))
+        coordinates.append(f"{prefix}_coordinate{axis}")
+    if not any(c.name == "zero_scalar" for c in constants):
+        constants.append(helper.make_tensor("zero_scalar", TensorProto.INT64, [], [0]))
+        constants.append(helper.make_tensor("one_scalar", TensorProto.INT64, [], [1]))
+    nodes.append(helper.make_node("Concat", coordinates, [f"{prefix}_indices"], axis=-1))
+    return f"{prefix}_indices"
