@@ -468,15 +468,18 @@ class StaticState:
         if engine.static_encoder and len(free) >= encoder_batch:
             # The encoder in a bucket of fixed sizes (captured on CUDA): the rows past the sources are one-EOS
             # sentences (finite), written into free slots, which run along with the others and are never read.
-            src = np.full((encoder_batch, bucket(width, MIN_WIDTH)), engine.pad_id, dtype=np.int64)
+            # An empty set (a sentence translated alone, a batch admitted whole) takes the encoder bucket of its
+            # buffers' size, which may be larger than its sources need (``BufferPool.fitting``): the encoder then
+            # writes into the buffers, and no place runs (on an H200 a place call cost ~2.9 ms, a replayed encoder
+            # 0.46: docs/inference-core.md, session 36; on an H100 10 ms, session 42).
+            empty = not self.slot_of
+            shape = (buffers.dims.slots, buffers.dims.width) if empty else (encoder_batch, bucket(width, MIN_WIDTH))
+            src = np.full(shape, engine.pad_id, dtype=np.int64)
             src[:, 0] = engine.eos_id
             src[: len(sources), :width] = engine.source_batch(sources)
             encoder = engine.static_pool.encoder(*src.shape)
             with encoder.lock:
-                if not self.slot_of and src.shape == (buffers.dims.slots, buffers.dims.width):
-                    # An empty set whose buffers are the bucket's size (a sentence translated alone, a batch
-                    # admitted whole): the encoder writes into them, and no place runs (on an H200 a place call
-                    # cost ~2.9 ms, a replayed encoder 0.46: docs/inference-core.md, session 36).
+                if empty:
                     encoder.run(src, engine.cuda_graph, into=buffers)
                 else:
                     encoder.run(src, engine.cuda_graph)
