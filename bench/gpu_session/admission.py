@@ -14,7 +14,10 @@ milliseconds a call. Then, with the inputs of each graph's last call:
 - ``own outputs``: the same with outputs onnxruntime allocates (is writing in place the cost?);
 - ``profiled``: a session of the same graph opened with onnxruntime's profiler, run the same way; the report lists
   each node's provider and host-side time a call (on CUDA a node's time is its launch, and any copy, allocation
-  or sync inside it) against the whole run's, so a slow node, or time outside every node, shows.
+  or sync inside it) against the whole run's, so a slow node, or time outside every node, shows;
+- with ``--kernels`` (CUDA, torch installed): the kernels and copies the calls ran on the device, by GPU time a
+  call. Session 42 on an H100 found ``place`` at 10 ms a call, 0.3-0.4 of it its nodes' host time: this says how
+  much of the rest the device spent.
 """
 
 from __future__ import annotations
@@ -66,6 +69,22 @@ def profile_nodes(path: str) -> dict[str, Any]:
     return {"run_us": run, "nodes_us": sum(means.values()), "nodes": rows}
 
 
+def device_kernels(call: Any, repeats: int) -> list[dict[str, Any]]:
+    """The CUDA kernels and copies ``repeats`` calls ran, by GPU time a call (torch's profiler; CUPTI sees every
+    kernel of the process, onnxruntime's included): whether a graph's milliseconds are the device's work at all."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            call()
+    rows = [
+        {"name": e.key, "us": e.device_time_total / repeats, "calls": e.count // repeats}
+        for e in prof.key_averages()
+        if e.device_time_total > 0
+    ]
+    return sorted(rows, key=lambda row: -row["us"])
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bundle")
@@ -75,7 +94,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sentences", type=int, default=40, help="at least; twice the batch when larger")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--out")
+    parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also each graph's CUDA kernels and copies by GPU time (torch's profiler: CUPTI records onnxruntime's)",
+    )
     args = parser.parse_args(argv)
+    if args.kernels and args.provider != "cuda":
+        parser.error("--kernels reads the GPU's kernels: it needs --provider cuda")
     import onnxruntime as ort
 
     from core.translation import DecodeOptions
@@ -166,6 +192,12 @@ def main(argv: list[str]) -> int:
         )
         for row in prof["nodes"][:8]:
             print(f"    {row['us']:8.1f} us  {row['op']:<12} {row['provider']:<24} {row['node']}")
+        if args.kernels:
+            entry["kernels"] = device_kernels(
+                functools.partial(run_graph, role, inputs, outputs, 0, bound), args.repeats
+            )
+            for row in entry["kernels"][:8]:
+                print(f"    {row['us']:8.1f} us a call on the GPU  x{row['calls']:<5} {row['name'][:90]}")
     report["graphs"] = graphs
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -95,7 +95,11 @@ case "$step" in
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
       --provider cuda 2>&1 | quiet | tail -4 | tee "$OUT/static-host-b1.txt"
     # session 42: on the H100 a `place` call took 10 ms and a batch-1 `grow` 2.4, their nodes' launches 0.2-0.4 ms;
-    # with every launch blocking, each node's profiled time holds its kernel's run: which node (or none) it is
+    # the kernels and copies each call ran on the device, by GPU time (--kernels: torch's profiler), then with every
+    # launch blocking, so that each node's profiled time holds its kernel's run: where the rest goes
+    PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/admission.py /tmp/bundle /tmp/model/test.tsv 1 \
+      --provider cuda --repeats 20 --kernels 2>&1 | grep -v -E "Warning|ScatterND with|^\s*$" | tail -60 \
+      | tee "$OUT/admission-kernels-b1.txt"
     CUDA_LAUNCH_BLOCKING=1 PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/admission.py /tmp/bundle \
       /tmp/model/test.tsv 1 --provider cuda --repeats 20 2>&1 | grep -v -E "Warning|ScatterND with|^\s*$" | tail -32 \
       | tee "$OUT/admission-blocking-b1.txt"
