@@ -263,15 +263,16 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     monkeypatch: pytest.MonkeyPatch,
     mover: str,
 ) -> None:
-    """The smallest buckets (1 hypothesis, 2 source positions, 4 cache columns), so a running set moves through
-    every kind of bucket change mid-run: more slots, wider sources, more hypotheses, more cache columns (the
-    cache is right-aligned: its old columns move to the end). Each answer equals the reference's, whether the
+    """The smallest buckets (1 hypothesis, 2 source positions, 4 cache columns, where a new set starts), so a running
+    set moves through every kind of bucket change mid-run: more slots, wider sources, more hypotheses, more cache
+    columns (the cache is right-aligned: its old columns move to the end). Each answer equals the reference's, whether the
     state moves on the device (the bundle's grow graph) or through the host (bundles exported without it)."""
     import inference.static_state as static_state
 
     monkeypatch.setattr(static_state, "MIN_HYPS", 1)
     monkeypatch.setattr(static_state, "MIN_WIDTH", 2)
     monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)
+    monkeypatch.setattr(static_state, "COLUMNS_SLACK", -1000)  # a new set starts at the fewest columns: they grow
     engine = Engine.load(tiny_static_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
     assert "grow" in engine.sessions and "compact" in engine.sessions
     assert engine.manifest["variants"]["cuda"]["encoder"] == "padded" and not engine.static_encoder  # CPU: no capture
