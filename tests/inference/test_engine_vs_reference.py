@@ -265,8 +265,9 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
 ) -> None:
     """The smallest buckets (1 hypothesis, 2 source positions, 4 cache columns, where a new set starts), so a running
     set moves through every kind of bucket change mid-run: more slots, wider sources, more hypotheses, more cache
-    columns (the cache is right-aligned: its old columns move to the end). Each answer equals the reference's, whether the
-    state moves on the device (the bundle's grow graph) or through the host (bundles exported without it)."""
+    columns (the cache is right-aligned: its old columns move to the end). Each answer equals the reference's,
+    whether the state moves on the device (the bundle's grow graph) or through the host (bundles exported without
+    it)."""
     import inference.static_state as static_state
 
     monkeypatch.setattr(static_state, "MIN_HYPS", 1)
