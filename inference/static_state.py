@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import statistics
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,11 +52,14 @@ MIN_WIDTH = 16
 MIN_COLUMNS = 32
 """The fewest cache columns a set has; longer ones take 64, 128, 256 columns."""
 COLUMNS_SLACK = 8
-"""A new set starts with cache columns for its longest source's length plus this many (then the bucket of that),
-not the fewest: on the five en-de-next test sets a sentence's hypotheses reached 2.9 positions past its source's
-length on average, and a third of the sentences went past 32 columns, each then moving its set up a bucket (a
-``grow`` call, ~2.4 ms on an H100 in session 42, where a batch-1 step replays in ~0.25 ms); with the source's
-length plus 8 none of 300 did, and 32 of them had a larger bucket than they needed (docs/inference-core.md)."""
+"""A new set starts with cache columns for its median source's length plus this many (then the bucket of that), not
+the fewest: on the five en-de-next test sets a sentence's hypotheses reached 2.9 positions past its source's length
+on average, and a third of the sentences alone went past 32 columns, each then moving its set up a bucket (a
+``grow`` call, ~2.4 ms on an H100 in session 42, where a batch-1 step replays in ~0.25 ms); with the source's length
+plus 8 none of 300 did, and 32 of them had a larger bucket than they needed (docs/inference-core.md). The median,
+not the longest: every sentence of a set admitted together is at the same position, so the set needs the columns of
+the step it is at, and one long sentence would make every step of a large batch attend over its columns (a batch of
+128 with one source of 150 pieces: 256 columns from the first step, 2.5x the time on the CPU)."""
 COMPACT_BELOW = 4
 """A set whose running sentences fill at most a quarter of its slots moves to the smallest bucket that holds them
 (when the bundle has the ``compact`` graph): a finished sentence's slot otherwise runs along until the set empties.
@@ -458,7 +462,7 @@ class StaticState:
             slots=bucket(len(self.slot_of) + len(sources), dims.slots if dims else MIN_SLOTS),
             hyps=dims.hyps if dims else MIN_HYPS,
             width=bucket(width, dims.width if dims else MIN_WIDTH),
-            columns=dims.columns if dims else first_columns(engine, width - 1),
+            columns=dims.columns if dims else first_columns(engine, statistics.median_low(map(len, sources))),
         )
         if want != dims:
             self._resize(want)
@@ -711,9 +715,9 @@ class Warmed:
     """buckets of the ladder past ``budget``: they open on first use, as without a warm-up"""
 
 
-def first_columns(engine: Engine, longest: int) -> int:
-    """The cache columns of a new set whose longest source has ``longest`` pieces (``COLUMNS_SLACK``)."""
-    return min(bucket(longest + COLUMNS_SLACK, MIN_COLUMNS), bucket(engine.max_positions, MIN_COLUMNS))
+def first_columns(engine: Engine, pieces: int) -> int:
+    """The cache columns of a new set whose median source has ``pieces`` pieces (``COLUMNS_SLACK``)."""
+    return min(bucket(pieces + COLUMNS_SLACK, MIN_COLUMNS), bucket(engine.max_positions, MIN_COLUMNS))
 
 
 def ladder(engine: Engine, max_slots: int, beam: int) -> list[Dims]:
@@ -801,10 +805,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                     done.encoders += 1
             for buffers in opened:  # the buckets an empty set's admission takes, its encoder writing into them
                 d = buffers.dims
-                shortest = d.width // 2 if d.width > MIN_WIDTH else 1  # the sources of this width's bucket
-                if d.hyps == MIN_HYPS and first_columns(engine, shortest) <= d.columns <= first_columns(
-                    engine, d.width - 1
-                ):
+                if d.hyps == MIN_HYPS and d.columns <= first_columns(engine, d.width - 1):  # median at most longest
                     capture(d.slots, d.width, buffers)
                     done.into += 1
     finally:

@@ -234,12 +234,12 @@ def test_an_empty_set_in_a_larger_open_bucket_has_its_encoder_write_there_withou
     assert set(engine.static_pool._encoders) == {(1, 32)} and engine.static_pool._free[wide][0].into is not None
 
 
-def test_a_new_set_starts_with_columns_for_its_longest_source_and_then_never_grows(
+def test_a_new_set_starts_with_columns_for_its_median_source_and_a_lone_sentence_never_grows(
     capturing_engine: Engine, tiny_static_bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A set's first admission sizes its cache for the longest source plus ``COLUMNS_SLACK`` columns (on an H100 a
-    ``grow`` call cost ~2.4 ms, ten batch-1 steps): outputs within that never move the set, and translate as the
-    engine without static steps; starting at the fewest columns, the same sentences grow."""
+    """A set's first admission sizes its cache for the median source plus ``COLUMNS_SLACK`` columns (on an H100 a
+    ``grow`` call cost ~2.4 ms, ten batch-1 steps): a lone sentence's outputs within that never move the set, and
+    translate as the engine without static steps; starting at the fewest columns, the same sentences grow."""
     from inference.static_state import COLUMNS_SLACK, MIN_WIDTH, bucket
 
     monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)  # the tiny model's sentences would all fit 32
@@ -260,6 +260,11 @@ def test_a_new_set_starts_with_columns_for_its_longest_source_and_then_never_gro
                     Dims(1, 4, bucket(n + 1, MIN_WIDTH), bucket(n + COLUMNS_SLACK, 4)) in engine.static_pool._sessions
                 )
         assert ("grow" in roles) is grows
+    # a set admitted together takes its median source's columns, not its longest's (all its sentences advance as one)
+    monkeypatch.setattr(static_state, "COLUMNS_SLACK", COLUMNS_SLACK)
+    token = min(4, engine.vocab_size - 1)
+    engine.translate_ids([[token] * 3, [token] * 4, [token] * 30], DecodeOptions(beam_size=4, max_length=6))
+    assert Dims(4, 4, bucket(31, MIN_WIDTH), bucket(4 + COLUMNS_SLACK, 4)) in engine.static_pool._sessions
 
 
 def test_running_sets_in_several_threads_translate_as_one_thread_does(capturing_engine: Engine) -> None:
