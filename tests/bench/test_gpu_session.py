@@ -209,3 +209,27 @@ def test_the_admission_script_times_and_profiles_the_static_graphs(tiny_static_b
     assert {row["op"] for row in nodes} >= {"ScatterND", "Pad"}
     assert {row["provider"] for row in nodes} == {"CPUExecutionProvider"}
     assert 0 < place["profiled"]["nodes_us"] <= place["profiled"]["run_us"] * 1.05
+
+
+def test_the_graph_calls_script_counts_the_grows_a_new_sets_first_columns_avoid(
+    tiny_static_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """graph_calls.py on the CPU: with a new set at the fewest cache columns the tiny model's sentences grow them;
+    with room for their sources and more, none does; --reach prints each slack's grows."""
+    from bench.gpu_session.graph_calls import main
+    from inference import static_state
+    from inference.engine import DeviceState
+
+    monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)
+    monkeypatch.setattr(static_state, "COLUMNS_SLACK", static_state.COLUMNS_SLACK)  # main sets it: undone after
+    grow, step = static_state.StaticState._grow, DeviceState.step
+    source = tmp_path / "in.tsv"
+    source.write_text("".join(f"{'a b c d e f g h'[: 2 * n + 1]}\tx\n" for n in range(8)), encoding="utf-8")
+    for slack in ("-1000", "1000"):
+        assert main([str(tiny_static_bundle), str(source), "1", "--columns-slack", slack]) == 0
+    fewest, roomy = capsys.readouterr().out.split("COLUMNS_SLACK ")[1:]
+    assert "'grow':" in fewest and "columns 4->8" in fewest
+    assert "graph calls: none; grow moves: none" in roomy
+    assert main([str(tiny_static_bundle), str(source), "1", "--reach"]) == 0
+    assert "8 sentences alone" in capsys.readouterr().out
+    assert (static_state.StaticState._grow, DeviceState.step) == (grow, step)  # the recording wrappers are gone
