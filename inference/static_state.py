@@ -59,7 +59,7 @@ on average, and a third of the sentences alone went past 32 columns, each then m
 plus 8 none of 300 did, and 32 of them had a larger bucket than they needed (docs/inference-core.md). The median,
 not the longest: every sentence of a set admitted together is at the same position, so the set needs the columns of
 the step it is at, and one long sentence would make every step of a large batch attend over its columns (a batch of
-128 with one source of 150 pieces: 256 columns from the first step, 2.5x the time on the CPU)."""
+128 with one source of 150 pieces: 256 columns from the first step; bench/gpu_session/graph_calls.py)."""
 COMPACT_BELOW = 4
 """A set whose running sentences fill at most a quarter of its slots moves to the smallest bucket that holds them
 (when the bundle has the ``compact`` graph): a finished sentence's slot otherwise runs along until the set empties.
