@@ -157,6 +157,17 @@ def graph_files(manifest: dict[str, Any], variant: str | None = None) -> dict[st
     return {role: str(graphs[role]["file"]) for role in roles}
 
 
+def set_graphs(manifest: dict[str, Any], graph_set: str, bundle_dir: str | Path) -> dict[str, Any]:
+    """The ``graphs`` entry of ``graph_set`` (``main`` or a variant's name), to read or change in place; BundleError
+    naming the sets the bundle has."""
+    variants = manifest.get("variants", {})
+    if graph_set == "main":
+        return manifest["graphs"]
+    if graph_set in variants:
+        return variants[graph_set]["graphs"]
+    raise BundleError(f"{bundle_dir} has no graph set {graph_set!r} (its sets: main, {', '.join(sorted(variants))})")
+
+
 def verify_files(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:
     """Every file listed in the manifest exists with the recorded size and sha256."""
     directory = Path(bundle_dir)

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from core.bundle import GRAPH_FILES, BundleError, read_manifest, write_manifest
+from core.bundle import GRAPH_FILES, BundleError, read_manifest, set_graphs, write_manifest
 from core.graphs import LEAN_STEP
 from training.export.feeds import random_step_inputs, typed
 from training.export.writer import tensor_specs
@@ -100,15 +100,10 @@ def add_lean_step(bundle: str | Path, graph_set: str = "cuda", *, manifest: dict
     bundle = Path(bundle)
     written = manifest is None
     manifest = read_manifest(bundle) if manifest is None else manifest
-    variants = manifest.get("variants", {})
-    if graph_set == "main":
-        graphs = manifest["graphs"]
-    elif graph_set in variants:
-        graphs = variants[graph_set]["graphs"]
-    else:
-        raise BundleError(f"{bundle} has no graph set {graph_set!r} (its sets: main, {', '.join(sorted(variants))})")
+    graphs = set_graphs(manifest, graph_set, bundle)
     decoder = bundle / graphs["decoder"]["file"]
     lean = decoder.with_name(GRAPH_FILES[LEAN_STEP])
+    variants = manifest.get("variants", {})
     dtype = variants[graph_set]["dtype"] if graph_set in variants else manifest.get("export", {}).get("dtype")
     onnx.save(lean_graph(decoder), str(lean))
     try:

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from core.bundle import BundleError, read_manifest, write_manifest
+from core.bundle import BundleError, read_manifest, set_graphs, write_manifest
 from training.export.trace import sized_state_graph
 from training.export.writer import tensor_specs
 
@@ -70,13 +70,7 @@ def rewrite_place(bundle: str | Path, graph_set: str = "cuda") -> dict[str, Any]
     graph already was today's)."""
     bundle = Path(bundle)
     manifest = read_manifest(bundle)
-    variants = manifest.get("variants", {})
-    if graph_set == "main":
-        graphs = manifest["graphs"]
-    elif graph_set in variants:
-        graphs = variants[graph_set]["graphs"]
-    else:
-        raise BundleError(f"{bundle} has no graph set {graph_set!r} (its sets: main, {', '.join(sorted(variants))})")
+    graphs = set_graphs(manifest, graph_set, bundle)
     if "place" not in graphs:
         raise BundleError(f"{bundle}'s {graph_set} set has no static-shape step (export --static-step): no place graph")
     path = bundle / graphs["place"]["file"]
