@@ -7,12 +7,15 @@
 # time (the machine's start included), the two first runs:
 #   run 1: bash bench/gpu_session/device.sh part 1           carry [".gpu/p1"]
 #   run 2: bash bench/gpu_session/device.sh targets          carry [".gpu/p2", ".gpu/whl", ".gpu/model"], timeout_s 590
-#   run 3: bash bench/gpu_session/device.sh batch1           (nothing carried: /tmp holds what run 2 set up),
-#          timeout_s 420 (since session 41 it also exports and runs bench gpu for the lean step; not yet run on a device, so its time is unknown)
+#   run 3: NO_ORT=1 bash bench/gpu_session/device.sh batch1  (nothing carried: /tmp holds what run 2 set up),
+#          timeout_s 240 (NO_ORT skips onnxruntime's BeamSearch operator, measured in sessions 25 and 36)
 #   run 4: bash bench/gpu_session/device.sh shipped   carry [".gpu/shipped"] (the shipped models/en-de), timeout_s 200
 #   run 5, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
-#     (where the server's worker spends a step: py-spy stacks). Session 36 on an H200: the machine's start with
-#     run 1 took 58 s, targets 336 s and batch1 29 s, 440 s of the 900 with the transfers.
+#     (where the server's worker spends a step: py-spy stacks; on session 42's H100 py-spy could not attach).
+#     Session 36 on an H200: the machine's start with run 1 took 58 s, targets 336 s and batch1 29 s, 440 s of the
+#     900 with the transfers. Session 42 on an H100 (run 1 named kind nvidia-h100-x1: the issue's targets are an
+#     H100's, and status offered an H200): start and run 1 73 s, targets 411 s, batch1 (NO_ORT, with the lean step)
+#     90 s, shipped 75 s, 677 s held in all; session 42 then added two admission.py runs to batch1 (~30 s).
 # and with more time, instead of run 2:
 #   run 2: bash bench/gpu_session/device.sh measure-engine   carry [".gpu/p2", ".gpu/whl", ".gpu/model"]
 #   run 3: bash bench/gpu_session/device.sh measure-more     (nothing carried: /tmp holds what run 2 set up)
