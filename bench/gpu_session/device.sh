@@ -4,8 +4,8 @@
 #   device.sh targets         join the parts, install, and measure every #23 / #24 target in one run (at most
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
 #   device.sh shipped         after batch1: the shipped models/en-de (copied to .gpu/shipped) served on CUDA
-#   device.sh profile-server [engine-process]  after targets: py-spy stacks of the server's threads under 128
-#                             clients (2 files); with engine-process, of the engine process's
+#   device.sh profile-server  after targets: the stacks of the server's threads (its engine process's too) under
+#                             128 clients, each process dumping its own (faulthandler: py-spy cannot attach there)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
 #                             static-shape steps replayed as CUDA graphs, and without capture; fp16w with fused
 #                             attention, launched and replayed)
@@ -18,7 +18,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | floor | batch1 | shipped | profile-server [engine-process] | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | floor | batch1 | shipped | profile-server | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -172,24 +172,20 @@ case "$step" in
       | quiet | tail -30
     rm -f "$OUT"/*.png ;;
   profile-server)
-    # Run 3 after targets (nothing carried; timeout_s 150): where the server's worker spends a step on the GPU.
-    # py-spy (staged with the wheels) samples the server under 128 clients twice: every thread with its idle
-    # time (waits for the GIL and for the GPU show), then only threads holding the GIL. Summarize here with
-    # python bench/gpu_session/stacks.py OUT/server-idle.txt --under Scheduler._work
-    # `device.sh profile-server engine-process`: the server with MT_ENGINE_PROCESS, sampling the engine process
-    # (where the worker is).
+    # After targets (nothing carried; timeout_s 150): where the server's threads spend their time under 128 clients
+    # on the GPU (the GPU defaults: the engine in a process of its own). py-spy could not attach on session 42's
+    # machine, so every Python process of the run samples its own threads (stack_dump/sitecustomize.py: every 5 ms,
+    # from 35 s after the process starts, for 15 s: the server's and its engine process's samples fall in the
+    # 128-client level). They come back in py-spy's raw form; read them again here with
+    # python bench/gpu_session/stacks.py OUT/server-stacks.txt --under "_work (service/scheduler.py)"
     . /tmp/gpu-env.sh
-    SERVER=continuous; [ "${2:-}" = engine-process ] && SERVER=continuous:engine-process
-    (timeout 120 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
-      --requests 20000 --warmup-requests 512 --deadline 60 --levels 128 --servers $SERVER \
-      --out /tmp/profile-load 2>&1) > /tmp/profile-load.txt &
-    for _ in $(seq 60); do PID=$(pgrep -f "m service --host" | head -1); [ -n "$PID" ] && break; sleep 1; done
-    [ "$SERVER" != continuous ] && sleep 10 && PID=$(pgrep -P "$PID" -f spawn_main | head -1)
-    sleep 25  # bench load measures the engine alone first, then the warm-up requests
-    SPY=/tmp/site/bin/py-spy
-    $SPY record --pid "$PID" --idle --nonblocking --duration 15 --rate 200 --format raw -o "$OUT/server-idle.txt" 2>&1 | tail -2
-    $SPY record --pid "$PID" --gil --nonblocking --duration 10 --rate 200 --format raw -o "$OUT/server-gil.txt" 2>&1 | tail -2
-    grep -E "raw engine" /tmp/profile-load.txt | head -1
-    pkill -f "bench load --bundle /tmp/bundle"; pkill -f "m service --host"; wait ;;
+    rm -rf /tmp/stacks && mkdir -p /tmp/stacks
+    STACK_SAMPLES='/tmp/stacks/{pid}.txt' STACK_SAMPLES_DELAY=35 STACK_SAMPLES_FOR=15 \
+      PYTHONPATH="$PWD/bench/gpu_session/stack_dump:$PYTHONPATH" timeout 110 python3 -m bench load --bundle /tmp/bundle \
+      --input /tmp/model/test.tsv --provider auto --threads 4 --requests 20000 --warmup-requests 512 --deadline 60 \
+      --levels 128 --servers continuous --out /tmp/profile-load 2>&1 | grep -E "clients:|raw engine"
+    pkill -f "m service --host"; sleep 1
+    cat /tmp/stacks/*.txt > "$OUT/server-stacks.txt"
+    python3 bench/gpu_session/stacks.py "$OUT/server-stacks.txt" --top 60 | tee "$OUT/server-stacks-summary.txt" ;;
   *) echo "unknown step $step"; exit 2 ;;
 esac

@@ -1,10 +1,11 @@
 """Summarize py-spy's raw stacks (``py-spy record --format raw``): each thread's share of the samples and the
 frames that hold most of them, inclusive (a frame counts every sample it is on the stack of).
 
-    python bench/gpu_session/stacks.py STACKS.txt [--top 40] [--under FRAME]
+    python bench/gpu_session/stacks.py STACKS.txt... [--top 40] [--under FRAME]
 
 ``--under`` counts only the samples whose stack holds a frame starting with FRAME, and lists the frames called
-from it (e.g. ``--under "Scheduler._work"``: where a running set's worker spends its time).
+from it (e.g. ``--under "Scheduler._work"``: where a running set's worker spends its time). Several files are
+summed; ``stack_dump/sitecustomize.py`` writes the same form where py-spy cannot attach.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ def read(path: Path) -> list[tuple[list[str], int]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stacks", type=Path)
+    parser.add_argument("stacks", type=Path, nargs="+")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--under", help="only stacks through a frame that starts with this")
     args = parser.parse_args(argv)
-    samples = read(args.stacks)
+    samples = [sample for path in args.stacks for sample in read(path)]
     total = sum(count for _, count in samples)
     threads: collections.Counter[str] = collections.Counter()
     frames: collections.Counter[str] = collections.Counter()

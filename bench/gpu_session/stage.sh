@@ -11,7 +11,8 @@
 #          timeout_s 240 (NO_ORT skips onnxruntime's BeamSearch operator, measured in sessions 25 and 36)
 #   run 4: bash bench/gpu_session/device.sh shipped   carry [".gpu/shipped"] (the shipped models/en-de), timeout_s 200
 #   run 5, with 4 minutes left: bash bench/gpu_session/device.sh profile-server   (nothing carried), timeout_s 150
-#     (where the server's worker spends a step: py-spy stacks; on session 42's H100 py-spy could not attach).
+#     (where the server's threads spend their time: each process samples its own, stack_dump/sitecustomize.py,
+#     since py-spy could not attach on session 42's H100).
 #     Session 36 on an H200: the machine's start with run 1 took 58 s, targets 336 s and batch1 29 s, 440 s of the
 #     900 with the transfers. Session 42 on an H100 (run 1 named kind nvidia-h100-x1: the issue's targets are an
 #     H100's, and status offered an H200): start and run 1 73 s, targets 411 s, batch1 (NO_ORT, with the lean step)

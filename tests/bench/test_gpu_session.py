@@ -233,3 +233,30 @@ def test_the_graph_calls_script_counts_the_grows_a_new_sets_first_columns_avoid(
     assert main([str(tiny_static_bundle), str(source), "1", "--reach"]) == 0
     assert "8 sentences alone" in capsys.readouterr().out
     assert (static_state.StaticState._grow, DeviceState.step) == (grow, step)  # the recording wrappers are gone
+
+
+def test_the_stack_sampler_writes_where_each_thread_of_a_process_is(tmp_path: Path) -> None:
+    """stack_dump/sitecustomize.py in a process started with STACK_SAMPLES: its samples, in py-spy's raw form, put the
+    busy main thread in its function nearly always; stacks.py reads them."""
+    from bench.gpu_session.stacks import read
+
+    script = tmp_path / "busy.py"
+    script.write_text(
+        "import time\n\ndef busy_here():\n    t = time.monotonic()\n    while time.monotonic() - t < 1.5:\n"
+        "        sum(range(1000))\n\nbusy_here()\n",
+        encoding="utf-8",
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT / "bench" / "gpu_session" / "stack_dump"),
+        "STACK_SAMPLES": str(tmp_path / "{pid}.txt"),
+        "STACK_SAMPLES_DELAY": "0.2",
+        "STACK_SAMPLES_FOR": "0.8",
+    }
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60)
+    (written,) = tmp_path.glob("[0-9]*.txt")
+    samples = read(written)
+    main = [(stack, count) for stack, count in samples if stack[0].endswith("MainThread")]
+    total = sum(count for _, count in main)
+    assert total >= 20  # every 5 ms for 0.8 s, as often as the busy thread hands over the GIL
+    assert sum(count for stack, count in main if stack[-1].startswith("busy_here (")) >= 0.9 * total
