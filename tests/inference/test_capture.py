@@ -148,7 +148,6 @@ def capturing_engine(tiny_static_bundle: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_the_runs_that_capture_are_exclusive_once_per_binding_and_thread(capturing_engine: Engine) -> None:
     """A step binding or an encoder bucket enters the gate exclusive for its first ``CAPTURE_RUNS`` runs on a
     thread (onnxruntime runs a graph id twice, then captures it on that thread), shared after: replays."""
-    from inference import static_state
 
     gate, pool = static_state.GATE, capturing_engine.static_pool
     texts = [source for source, _ in make_pairs(5, seed=3)]
@@ -284,7 +283,6 @@ def test_a_warm_up_on_the_decoding_threads_leaves_nothing_to_open_or_capture(
     sentences on the engine's decoding threads, so that sets decoding there later open no session and capture no
     graph (onnxruntime keeps the graphs per thread: warmed on another thread, they would capture again), and
     translate as an engine without static steps does."""
-    from inference import static_state
 
     gate, engine = static_state.GATE, capturing_engine
     reference = Engine.load(tiny_static_bundle, provider="cpu")
@@ -323,7 +321,6 @@ def test_a_warm_up_that_fails_half_way_keeps_what_it_warmed_and_the_engine_serve
     """A bucket whose run fails during the warm-up (on a GPU: out of memory while capturing) stops the warm-up:
     the buckets warmed before it wait in the pool, the failing one is not kept, the engine logs it and still warms
     up and translates (the other buckets open on first use)."""
-    from inference import static_state
 
     engine, pool = capturing_engine, capturing_engine.static_pool
     runs = 0

@@ -43,8 +43,10 @@ def place_inputs(session: ort.InferenceSession, shape: tuple[int, int, int, int]
         if meta.name == "slots":
             continue
         fresh = meta.name.startswith("new_")
-        dims = [new if fresh else slots] + [d if isinstance(d, int) else 0 for d in meta.shape[1:]]
-        dims = [d if d else (short if fresh else width) for d in dims]  # the one free axis left: source positions
+        # the first axis the sentences, the one other free axis their source positions
+        dims = [new if fresh else slots] + [
+            d if isinstance(d, int) else short if fresh else width for d in meta.shape[1:]
+        ]
         if meta.type == "tensor(bool)":
             feeds[meta.name] = rng.random(dims) < 0.5
         else:

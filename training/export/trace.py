@@ -290,6 +290,8 @@ def sized_state_graph(role: str, encoder: onnx.ModelProto, layers: int, heads: i
             nodes.append(helper.make_node("Concat", padded, [f"merged_{t.name}"], axis=0))
     elif role == "place":
         nodes.append(helper.make_node("Unsqueeze", ["slots", "one"], ["slot_rows"]))
+        constants.append(helper.make_tensor("zero_scalar", TensorProto.INT64, [], [0]))  # Range's bounds (the indices)
+        constants.append(helper.make_tensor("one_scalar", TensorProto.INT64, [], [1]))
         indexed: dict[int, str] = {}  # the indices of each rank of index, built once (every cross tensor shares them)
         for t in contract.inputs[: 1 + 2 * layers]:
             axis, rank, new = t.source_axis, len(t.shape), "new_" + t.name
@@ -382,8 +384,5 @@ def _place_indices(nodes: list[onnx.NodeProto], constants: list[onnx.TensorProto
         nodes.append(helper.make_node("Reshape", [values, f"{prefix}_line{axis}"], [f"{prefix}_along{axis}"]))
         nodes.append(helper.make_node("Expand", [f"{prefix}_along{axis}", grid], [f"{prefix}_coordinate{axis}"]))
         coordinates.append(f"{prefix}_coordinate{axis}")
-    if not any(c.name == "zero_scalar" for c in constants):
-        constants.append(helper.make_tensor("zero_scalar", TensorProto.INT64, [], [0]))
-        constants.append(helper.make_tensor("one_scalar", TensorProto.INT64, [], [1]))
     nodes.append(helper.make_node("Concat", coordinates, [f"{prefix}_indices"], axis=-1))
     return f"{prefix}_indices"
