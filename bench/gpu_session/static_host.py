@@ -24,6 +24,13 @@ from inference import beam_search, static_state
 from inference.engine import Engine
 
 
+PHASES = ("32+", "8-31", "2-7", "1")
+
+
+def _phase(sentences: int) -> str:
+    return "32+" if sentences >= 32 else "8-31" if sentences >= 8 else "2-7" if sentences >= 2 else "1"
+
+
 def main(argv: list[str]) -> None:
     bundle, path, batch = argv[0], argv[1], int(argv[2])
     provider = argv[argv.index("--provider") + 1] if "--provider" in argv else "cpu"
@@ -46,18 +53,43 @@ def main(argv: list[str]) -> None:
 
         return run
 
+    phases: dict[str, list[float]] = {}  # a search step's seconds (its graph run included) by the set's size
+    roles: dict[str, list[float]] = {}  # Engine.run_graph's seconds by graph
+
+    def phased(call: Any) -> Any:
+        def run(search: Any, *args: Any, **kwargs: Any) -> Any:
+            size, started = len(search), time.perf_counter()
+            out = call(search, *args, **kwargs)
+            phases.setdefault(_phase(size), []).append(time.perf_counter() - started)
+            return out
+
+        return run
+
+    def by_role(call: Any) -> Any:
+        def run(role: str, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            out = call(role, *args, **kwargs)
+            roles.setdefault(role, []).append(time.perf_counter() - started)
+            return out
+
+        return run
+
     static_state._run = timed("run", static_state._run)  # type: ignore[assignment]
     static_state.StaticState.step = timed("step", static_state.StaticState.step)  # type: ignore[method-assign]
     static_state.StaticState.admit = timed("admit", static_state.StaticState.admit)  # type: ignore[method-assign]
     static_state.EncoderBucket.run = timed("encode", static_state.EncoderBucket.run)  # type: ignore[method-assign]
-    engine.run_graph = timed("graphs", engine.run_graph)  # type: ignore[method-assign]
-    beam_search.BeamSearch.step = timed("search", beam_search.BeamSearch.step)  # type: ignore[method-assign]
+    engine.run_graph = timed("graphs", by_role(engine.run_graph))  # type: ignore[method-assign]
+    beam_search.BeamSearch.step = timed("search", phased(beam_search.BeamSearch.step))  # type: ignore[method-assign]
     options = DecodeOptions(beam_size=4)
     for attempt in range(5):
         names = ("run", "step", "admit", "encode", "graphs", "search")
         totals.update({key: 0.0 for name in names for key in (name, name + "s")})
+        phases.clear()
+        roles.clear()
+        started = time.perf_counter()
         for start in range(0, len(texts), batch):
             engine.translate(texts[start : start + batch], options)
+        whole = time.perf_counter() - started
         steps = max(1, int(totals["steps"]))
         if attempt:  # the first pass opens the buckets
             search = (totals["search"] - totals["step"]) / steps
@@ -69,6 +101,15 @@ def main(argv: list[str]) -> None:
                 f"graphs run by Engine.run_graph {totals['graphs'] / len(texts) * 1e3:.2f} ms",
                 flush=True,
             )
+            # Where a pass's time goes: the steps by how many sentences their set held (at batch 128 a set's last
+            # few sentences run half its steps: session 43), and the uncaptured graphs by name
+            shares = ", ".join(
+                f"{name} {len(phases[name])} steps {sum(phases[name]) * 1e3:.1f} ms"
+                for name in PHASES
+                if name in phases
+            )
+            graphs = ", ".join(f"{role} {len(t)}x {sum(t) * 1e3:.1f} ms" for role, t in sorted(roles.items()))
+            print(f"  pass {whole * 1e3:.1f} ms; steps by sentences in the set: {shares}; graphs: {graphs}", flush=True)
 
 
 if __name__ == "__main__":

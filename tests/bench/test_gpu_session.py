@@ -260,3 +260,48 @@ def test_the_stack_sampler_writes_where_each_thread_of_a_process_is(tmp_path: Pa
     total = sum(count for _, count in main)
     assert total >= 20  # every 5 ms for 0.8 s, as often as the busy thread hands over the GIL
     assert sum(count for stack, count in main if stack[-1].startswith("busy_here (")) >= 0.9 * total
+
+
+def test_the_cache_layouts_attend_as_the_static_steps_own_layer(tmp_path: Path) -> None:
+    """cache_step.py on the CPU: every layout's one-layer graph (the dynamic step's plain one, a clock's columns,
+    onnxruntime's DecoderMaskedMultiHeadAttention with a gather and with a beam index) gives the attention output of
+    the static step's own layer on the same history, reordered within each sentence's rows; a layout that read a
+    wrong column or row would not (its exit status is then 1)."""
+    import json
+
+    from bench.gpu_session.cache_step import KINDS, main
+
+    out = tmp_path / "cache-step.json"
+    assert main(["--rows", "4,8", "--columns", "8,16", "--repeats", "3", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert len(report["results"]) == 4
+    for row in report["results"]:
+        assert row["same_output"] is True
+        assert all(row[f"{kind}_us"] > 0 for kind in KINDS)  # every layout ran on the CPU
+
+
+def test_the_batch1_run_times_the_cache_layouts_with_arguments_the_script_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device.sh batch1 runs cache_step.py on CUDA, captured and not: each of its command lines parses."""
+    import argparse
+    import shlex
+
+    from bench.gpu_session import cache_step
+
+    lines = [line for line in device_step("batch1").replace("\\\n", " ").splitlines() if "cache_step.py" in line]
+    assert len(lines) == 2
+
+    class Parsed(Exception):
+        pass
+
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_only(self: argparse.ArgumentParser, args: object = None, namespace: object = None) -> object:
+        parsed = original(self, args, namespace)  # type: ignore[arg-type]  # exits with status 2 on a bad argument
+        assert parsed.provider == "cuda" and parsed.dtype == "fp16"
+        raise Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    for line in lines:
+        words = shlex.split(line.split("2>&1")[0])
+        with pytest.raises(Parsed):
+            cache_step.main(words[words.index("bench/gpu_session/cache_step.py") + 1 :])
