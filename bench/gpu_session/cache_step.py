@@ -213,7 +213,7 @@ def _feeds(kind: str, rows: int, columns: int, np_dtype: Any, provider: str, see
             feeds["indirection"] = beams.reshape(rows // BEAM, BEAM, columns)
         return feeds
     step = columns + held  # the clock has gone round once: the columns hold positions step - held .. step - 1
-    written = (np.arange(step - held, step) % columns)
+    written = np.arange(step - held, step) % columns
     past_k[:, :, written] = history_k
     past_v[:, :, written] = history_v
     write = step % columns
@@ -237,7 +237,9 @@ def _session(kind: str, rows: int, columns: int, dtype: int, provider: str, capt
     return ort.InferenceSession(_graph(kind, rows, columns, dtype), options, providers=providers)
 
 
-def _time(session: ort.InferenceSession, feeds: dict[str, np.ndarray], provider: str, repeats: int) -> tuple[float, Any]:
+def _time(
+    session: ort.InferenceSession, feeds: dict[str, np.ndarray], provider: str, repeats: int
+) -> tuple[float, Any]:
     """µs a run (median), outputs bound to buffers of their own and inputs already on the device, and the
     attention's output (as the host reads it)."""
     device = ("cuda", 0) if provider == "cuda" else ("cpu", 0)
@@ -312,11 +314,15 @@ def main(argv: list[str]) -> int:
                         same.append(bool(np.allclose(shift[1], got[1], atol=tolerance, rtol=tolerance)))
             row["same_output"] = all(same)
             results.append(row)
-            print(f"| {rows} | {columns} | {' | '.join(cells)} | {' | '.join(ratios)} | {row['same_output']} |", flush=True)
+            print(
+                f"| {rows} | {columns} | {' | '.join(cells)} | {' | '.join(ratios)} | {row['same_output']} |",
+                flush=True,
+            )
     if args.out:
         with open(args.out, "w", encoding="utf-8") as out:
-            json.dump({"onnxruntime": ort.__version__, "provider": args.provider, "captured": capture,
-                       "dtype": args.dtype, "heads": HEADS, "d_head": D_HEAD, "results": results}, out, indent=1)  # fmt: skip
+            report = {"onnxruntime": ort.__version__, "provider": args.provider, "captured": capture}
+            report |= {"dtype": args.dtype, "heads": HEADS, "d_head": D_HEAD, "results": results}
+            json.dump(report, out, indent=1)
     return 0 if all(r["same_output"] for r in results) else 1
 
 

@@ -23,7 +23,6 @@ from core.translation import DecodeOptions
 from inference import beam_search, static_state
 from inference.engine import Engine
 
-
 PHASES = ("32+", "8-31", "2-7", "1")
 
 

@@ -280,7 +280,9 @@ def test_the_cache_layouts_attend_as_the_static_steps_own_layer(tmp_path: Path) 
         assert all(row[f"{kind}_us"] > 0 for kind in KINDS)  # every layout ran on the CPU
 
 
-def test_the_batch1_run_times_the_cache_layouts_with_arguments_the_script_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_batch1_run_times_the_cache_layouts_with_arguments_the_script_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """device.sh batch1 runs cache_step.py on CUDA, captured and not: each of its command lines parses."""
     import argparse
     import shlex
