@@ -98,6 +98,76 @@ class CachedSelfAttention(torch.autograd.Function):
         return _typed(outputs, (query, 3), (past_key, 4), (past_key, 4))
 
 
+class BeamCachedAttention(torch.autograd.Function):
+    """One new position per row against a cache that never moves (onnxruntime's ``DecoderMaskedMultiHeadAttention``,
+    CPU and CUDA; docs/inference-core.md, "The cache without moves"). ``query``, ``key``, ``value`` (rows, 1,
+    d_model) before their ``bias`` (3 * d_model or None); ``own`` (rows, t + 1) int32, 1 at the columns the row
+    owns (from its sentence's admission to ``t``); ``past_key`` / ``past_value`` (rows, heads, C, d_head), the set's
+    buffers; ``step`` (1,) int32, the column ``t`` this step writes; ``beams`` (sentences, hyps, C) int32, for each
+    row and column the hypothesis of its sentence whose row holds that column's key (rows are sentence-major,
+    ``hyps`` a sentence). Returns the output (rows, 1, d_model) and the buffers with column ``t`` written: in the
+    graph the same buffers, bound as both past and present (``past_present_share_buffer``), nothing gathered."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        bias: Tensor | None,
+        own: Tensor,
+        past_key: Tensor,
+        past_value: Tensor,
+        step: Tensor,
+        beams: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        rows, heads = past_key.size(0), past_key.size(1)
+        hyps, t = beams.size(1), int(step.reshape(-1)[0])
+        query, key, value = _biased(query, key, value, bias)
+        present_key, present_value = past_key.clone(), past_value.clone()
+        present_key[:, :, t] = _heads(key, heads)[:, :, 0]
+        present_value[:, :, t] = _heads(value, heads)[:, :, 0]
+        first = torch.arange(rows, device=beams.device) // hyps * hyps  # each row's sentence's first row
+        held = first[:, None] + beams.reshape(rows, -1)[:, : t + 1].long()  # (rows, t + 1): the row holding a column
+        held[:, t] = torch.arange(rows, device=beams.device)  # the new column is the row's own
+        columns = torch.arange(t + 1, device=beams.device)
+        keys = present_key[held, :, columns].transpose(1, 2)  # (rows, heads, t + 1, d_head)
+        values = present_value[held, :, columns].transpose(1, 2)
+        scores = _scores(_heads(query, heads), keys).masked_fill(own[:, None, None, :] == 0, MASKED)
+        return _attend(scores, values), present_key, present_value
+
+    @staticmethod
+    def symbolic(
+        g: Any,
+        query: Any,
+        key: Any,
+        value: Any,
+        bias: Any,
+        own: Any,
+        past_key: Any,
+        past_value: Any,
+        step: Any,
+        beams: Any,
+    ) -> Any:
+        from torch.onnx.symbolic_helper import _get_tensor_dim_size, _is_none
+
+        none = _placeholder(g)  # no attention bias
+        # beam_width: the hyps axis of the beam index, an int32 on the host (onnxruntime reads it there)
+        shape = g.op("Shape", beams)
+        width = g.op("Gather", shape, g.op("Constant", value_t=torch.tensor([1])), axis_i=0)
+        width = g.op("Cast", width, to_i=6)  # int32
+        outputs = g.op(
+            "com.microsoft::DecoderMaskedMultiHeadAttention",
+            *(query, key, value, own, none, past_key, past_value, step, width, beams),
+            *(() if _is_none(bias) else (bias,)),
+            num_heads_i=_get_tensor_dim_size(past_key, 1),
+            past_present_share_buffer_i=1,
+            mask_filter_value_f=MASKED,
+            outputs=3,
+        )
+        return _typed(outputs, (query, 3), (past_key, 4), (past_key, 4))
+
+
 class KeyMaskedAttention(torch.autograd.Function):
     """Queries against keys with padding: ``query`` (B, S_q, d_model); ``key`` / ``value`` either (B, S, d_model)
     (the encoder's self-attention) or already split into heads, (B, heads, S, d_head) (the decoder's

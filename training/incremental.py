@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from core.graphs import GraphSpec, graph_spec
-from training.fused import CachedSelfAttention, KeyMaskedAttention
+from training.fused import BeamCachedAttention, CachedSelfAttention, KeyMaskedAttention
 from training.model import DecoderLayer, EncoderLayer, FeedForward, MultiHeadAttention, Transformer
 
 
@@ -154,10 +154,16 @@ class DecoderStep(nn.Module):
         static: bool = False,
         logits: bool = False,
         fused: bool = False,
+        masked: bool = False,
     ):
         super().__init__()
         self.model = model
         self.fused = fused
+        self.masked = masked
+        """The self-attention cache never moves (training/fused.py ``BeamCachedAttention``, not yet in any bundle:
+        bench/gpu_session/masked_step.py): ``reorder`` is then the beam index (batch, hyps, C) int32, and ``memory``
+        starts with ``own`` (rows, t + 1) int32 and ``step`` (1,) int32 before the cross K/V; the cache is the
+        set's buffers of C columns, column ``t`` written in place."""
         """Each attention as one onnxruntime ``MultiHeadAttention`` node when traced (training/fused.py)."""
         self.logits = logits
         """Return (logits (rows, 1, vocab), *present) instead of the top-k and attention: what onnxruntime's own
@@ -181,6 +187,8 @@ class DecoderStep(nn.Module):
         cache per layer (past_k_0, past_v_0, ...), each (rows, heads, step, d_head)."""
         model = self.model
         layers = decoder_layers(model)
+        if self.masked:
+            own, step, *memory = memory  # type: ignore[assignment]
         cross, past = memory[: 2 * len(layers)], memory[2 * len(layers) :]
 
         batch, hyps = tokens.size(0), tokens.size(1)
@@ -200,7 +208,7 @@ class DecoderStep(nn.Module):
         cached = past[0].size(2)
         width = cached if self.static else cached + 1
         not_own = torch.arange(width, device=tokens.device) < width - 1 - offsets  # (rows, C), True: not its own
-        self_mask = not_own[:, None, None, :]
+        self_mask = not_own[:, None, None, :] if not self.masked else None
 
         def cached_rows(t: Tensor) -> Tensor:  # the rows' past, without the oldest column when static
             rows = t.index_select(0, reorder)
@@ -210,7 +218,8 @@ class DecoderStep(nn.Module):
         if self.fused:  # the kernel's key masks, once for every layer: int32, 1 at a key the row may see
             # A Where between two int32 constants: one node each, where a Not and a Cast would be two.
             one, zero = torch.ones((), dtype=torch.int32), torch.zeros((), dtype=torch.int32)
-            own = torch.where(not_own, zero, one)  # (rows, C)
+            if not self.masked:  # (a masked step takes its own, one column a step it has seen)
+                own = torch.where(not_own, zero, one)  # (rows, C)
             keep = torch.where(src_mask, zero, one)  # (B, S)
         present: list[Tensor] = []
         attention: list[Tensor] = []
@@ -254,8 +263,20 @@ class DecoderStep(nn.Module):
                     attention.append(scores.masked_fill(memory_mask, float("-inf")).softmax(dim=-1).mean(dim=1))
                 return _linear(out.reshape(-1, d_model), attn.out_proj)
 
+            def masked_self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
+                q, k_new, v_new = (
+                    t.reshape(-1, 1, d_model) for t in _linears(h, [attn.q_proj, attn.k_proj, attn.v_proj])
+                )
+                out, keys, values = BeamCachedAttention.apply(
+                    q, k_new, v_new, None, own, past[2 * i], past[2 * i + 1], step, reorder
+                )
+                present.extend((keys, values))
+                return _linear(out.reshape(-1, d_model), attn.out_proj)
+
             if self.fused:
                 self_attention, cross_attention = fused_self_attention, fused_cross_attention
+            if self.masked:
+                self_attention = masked_self_attention
             x = layer.self_attn_norm(x, self_attention)
             x = layer.cross_attn_norm(x, cross_attention)
             x = layer.ffn_norm(x, functools.partial(_feed_forward, ffn=layer.ffn))

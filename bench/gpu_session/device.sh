@@ -101,6 +101,11 @@ case "$step" in
       --rows 4,512 --columns 32,64,128 2>&1 | quiet | tee "$OUT/cache-step.txt"
     PYTHONPATH=.:/tmp/site timeout 40 python3 bench/gpu_session/cache_step.py --provider cuda --dtype fp16 \
       --rows 4,512 --columns 64 --no-capture 2>&1 | quiet | tail -4 | tee -a "$OUT/cache-step.txt"
+    # and the whole decoder step on that kernel (a cache that never moves, read through a beam index) against the
+    # dynamic step a GPU server runs, fp32, on states that hold the same history (on the 2-core CPU 0.84-0.98x at
+    # batch 32, 0.89-1.15x at batch 1; the same top-k). With NO_ORT=1 this run leaves 8 files.
+    PYTHONPATH=.:/tmp/site timeout 120 python3 bench/gpu_session/masked_step.py --provider cuda --threads 4 \
+      --batch-sizes 1,32,128 --positions 16,32,64 --repeats 200 2>&1 | quiet | tail -14 | tee "$OUT/masked-step.txt"
     # session 42: on the H100 a `place` call took 10 ms and a batch-1 `grow` 2.4, their nodes' launches 0.2-0.4 ms;
     # the kernels and copies each call ran on the device, by GPU time (--kernels: torch's profiler), then with every
     # launch blocking, so that each node's profiled time holds its kernel's run: where the rest goes

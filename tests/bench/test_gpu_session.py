@@ -299,7 +299,7 @@ def test_the_batch1_run_times_the_cache_layouts_with_arguments_the_script_takes(
 
     def parse_only(self: argparse.ArgumentParser, args: object = None, namespace: object = None) -> object:
         parsed = original(self, args, namespace)  # type: ignore[arg-type]  # exits with status 2 on a bad argument
-        assert parsed.provider == "cuda" and parsed.dtype == "fp16"
+        assert parsed.provider == "cuda" and getattr(parsed, "dtype", "fp16") == "fp16"
         raise Parsed
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
@@ -307,3 +307,55 @@ def test_the_batch1_run_times_the_cache_layouts_with_arguments_the_script_takes(
         words = shlex.split(line.split("2>&1")[0])
         with pytest.raises(Parsed):
             cache_step.main(words[words.index("bench/gpu_session/cache_step.py") + 1 :])
+    from bench.gpu_session import masked_step
+
+    (line,) = [line for line in device_step("batch1").replace("\\\n", " ").splitlines() if "masked_step.py" in line]
+    words = shlex.split(line.split("2>&1")[0])
+    with pytest.raises(Parsed):  # parses before the model is built
+        masked_step.main(words[words.index("bench/gpu_session/masked_step.py") + 1 :])
+
+
+def test_the_masked_step_decodes_as_the_engines_step_on_the_same_history(tmp_path: Path) -> None:
+    """masked_step.py on the CPU: the decoder step on DecoderMaskedMultiHeadAttention (a cache that never moves, read
+    through a beam index) gives the top-k and attention rows of the dynamic step the engine runs, on states holding
+    the same history (exit status 1 otherwise), at two batch sizes and positions."""
+    import json
+
+    from bench.gpu_session.masked_step import main
+
+    out = tmp_path / "masked.json"
+    args = ["--model", "tiny", "--batch-sizes", "1,3", "--positions", "2,7", "--columns", "16", "--repeats", "10"]
+    assert main([*args, "--out", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 4 and all(r["same_topk"] and r["masked_us"] > 0 for r in results)
+
+
+def test_the_masked_step_in_pytorch_is_the_step_it_replaces() -> None:
+    """DecoderStep(masked=True) run in PyTorch (BeamCachedAttention's own arithmetic, which the export's parity
+    checks would compare against) gives the dynamic step's outputs on the same history, and the buffers back with
+    the step's column written and no other."""
+    import torch
+
+    from bench.gpu_session.masked_step import _model, states
+    from training.incremental import DecoderStep
+
+    model = _model("tiny")
+    layers = model.config.decoder_layers
+    now, masked = states(model, batch=3, t=5, columns=12, seed=7)
+    names = ["tokens", "positions", "reorder", "k", "src_mask"]
+    cross = [now[f"cross_{kv}_{i}"] for i in range(layers) for kv in "kv"]
+    past = [now[f"past_{kv}_{i}"] for i in range(layers) for kv in "kv"]
+    buffers = [masked[f"past_{kv}_{i}"] for i in range(layers) for kv in "kv"]
+    with torch.no_grad():
+        expected = DecoderStep(model)(*(torch.as_tensor(now[n]) for n in names), *map(torch.as_tensor, cross + past))
+        got = DecoderStep(model, masked=True)(
+            *(torch.as_tensor(masked[n]) for n in ["tokens", "positions", "beams", "k", "src_mask", "own", "step"]),
+            *map(torch.as_tensor, cross + buffers),
+        )
+    assert torch.equal(expected[1], got[1])  # top-k ids
+    torch.testing.assert_close(expected[0], got[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(expected[2], got[2], atol=1e-6, rtol=1e-5)  # attention rows
+    for grown, written, before in zip(expected[3:], got[3:], buffers, strict=True):
+        torch.testing.assert_close(written[:, :, 5], grown[:, :, 5])  # the new column: what the grown cache appended
+        others = [c for c in range(12) if c != 5]
+        assert torch.equal(written[:, :, others], torch.as_tensor(before)[:, :, others])
