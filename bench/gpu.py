@@ -20,7 +20,8 @@ cuda-fp16w-static-nograph the same without capture. cuda-fp16w-fused and cuda-fp
 fp16w graphs exported with ``--gpu-attention fused`` (each attention one MultiHeadAttention kernel, residual
 additions fused with their layer norms: training/fused.py), launched node by node and replayed.
 cuda-fp16w-fused steps without attention rows where nobody asks for them (the set's lean step, core/graphs.py
-``LEAN_STEP``); cuda-fp16w-fused-full is the same graphs loaded with ``lean_step=False``, every step the full one.
+``LEAN_STEP``); cuda-fp16w-fused-full is the same graphs loaded with ``lean_step=False``, every step the full one;
+cuda-fp16w-fused-masked the same set stepping with its caches in place (``--masked-step``, inference/clock_state.py).
 With ``--random PRESET`` the model is that training preset with random weights (seeded) and the
 vocabulary of ``--vocab`` (of the preset's size): a speed figure for an architecture nobody has trained yet.
 Its outputs mean nothing and their lengths are what the random weights make of them (often the length cap);
@@ -49,6 +50,7 @@ SYSTEMS = [
     "cuda-fp16w",
     "cuda-fp16w-fused",
     "cuda-fp16w-fused-full",
+    "cuda-fp16w-fused-masked",
     "cuda-fp16w-static",
     "cuda-fp16w-fused-static",
     "cuda-fp16w-static-nograph",
@@ -125,11 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             "gpu_dtype": "fp16w",
             "gpu_attention": "fused",
             "static_step": any(STATIC[s][0] == "fp16w-fused" for s in static),
+            "masked_step": "cuda-fp16w-fused-masked" in systems,
         },
     }
     plain = ("cuda-fp16", "cuda-fp16w", "cuda-fp16w-fused")
     needed = {"fp32", *(s.removeprefix("cuda-") for s in systems if s in plain)}
-    needed |= {"fp16w-fused"} if "cuda-fp16w-fused-full" in systems else set()
+    needed |= {"fp16w-fused"} if {"cuda-fp16w-fused-full", "cuda-fp16w-fused-masked"} & set(systems) else set()
     needed |= {STATIC[s][0] for s in static}
     for name, how in exports.items():
         if name in needed:
@@ -141,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 engines[f"cuda-{name}"] = Engine.load(work / name, provider="cuda")
         if "cuda-fp16w-fused-full" in systems:
             engines["cuda-fp16w-fused-full"] = Engine.load(work / "fp16w-fused", provider="cuda", lean_step=False)
+        if "cuda-fp16w-fused-masked" in systems:
+            engines["cuda-fp16w-fused-masked"] = Engine.load(work / "fp16w-fused", provider="cuda", masked_step=True)
         for system in static:
             graphs, replay = STATIC[system]
             engines[system] = Engine.load(work / graphs, provider="cuda", static_step=True, cuda_graph=replay)

@@ -44,7 +44,16 @@ adds it to an older bundle): the decoder step without its ``attention`` output a
 the set's weights file, so it adds no weights to the bundle. On an H200 it ran 1.145x the full step at batch 1 and
 1.055x at 32 as a graph alone (docs/inference-core.md)."""
 
-OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP)
+MASKED_STEP = "decoder_masked"
+"""Optional, in any set, written by ``export --masked-step`` (session 43): the decoder step whose self-attention
+caches never move. Each layer's is onnxruntime's ``DecoderMaskedMultiHeadAttention`` over the set's buffers of
+``columns`` columns, bound as both past and present: a step writes column ``step`` of every row in place and reads
+each row's past through ``beams`` (for each sentence, hypothesis and column, the hypothesis of that sentence whose
+row holds the column), so no row is gathered; ``own`` (rows, step + 1) int32 says which columns are each row's (its
+sentence's, from its admission). The engine runs it with ``Engine.load(masked_step=True)`` (inference/clock_state.py;
+docs/inference-core.md, "The cache without moves")."""
+
+OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP, MASKED_STEP)
 """Graphs a set may have beside ``GRAPHS``."""
 
 
@@ -154,6 +163,15 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
             TensorSpec("attention", "float32", ("batch", "hyps", "src_len")),
         ]
         return GraphSpec(role, (*fixed_in, *memory, *past), (*fixed_out, *present))
+    if role == MASKED_STEP:
+        decoder = graph_spec("decoder", layers, heads, d_head)
+        tokens, positions, _, k = decoder.inputs[:4]
+        buffers = [TensorSpec(n, FLOAT, ("rows", heads, "columns", d_head)) for n in cache_names("past", layers)]
+        written = [TensorSpec(n, FLOAT, ("rows", heads, "columns", d_head)) for n in cache_names("present", layers)]
+        clock = [TensorSpec("own", "int32", ("rows", "seen")), TensorSpec("step", "int32", (1,))]
+        beams = TensorSpec("beams", "int32", ("batch", "hyps", "columns"))
+        inputs = (tokens, positions, beams, k, memory[0], *clock, *memory[1:], *buffers)
+        return GraphSpec(role, inputs, (*decoder.outputs[: -len(written)], *written))
     if role == LEAN_STEP:
         decoder = graph_spec("decoder", layers, heads, d_head)
         return GraphSpec(role, decoder.inputs, tuple(t for t in decoder.outputs if t.name != "attention"))

@@ -36,6 +36,7 @@ from core.casing import Casing, restored, shouting
 from core.graphs import (
     GRAPHS,
     LEAN_STEP,
+    MASKED_STEP,
     PACKED_STEP_IDS,
     SHORTLIST_INPUTS,
     STATIC_EXTRAS,
@@ -47,8 +48,9 @@ from core.graphs import (
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
 from inference.alignment import piece_attention, word_alignment
-from inference.beam_search import BeamSearch, Finished, SearchOptions
+from inference.beam_search import BeamSearch, Finished, SearchOptions, Stepper
 from inference.capture import GATE
+from inference.clock_state import ClockState
 from inference.sampling import sample
 from inference.shortlist import Listed, Shortlist
 from inference.static_state import BufferPool, StaticState, warm
@@ -338,7 +340,13 @@ class RunningSet:
         padding = young.age * sum(options.beam_size for _, _, options in entries) if young else 0
         if young is None or (len(self._cohorts) < self.engine.cohorts and padding >= COHORT_CELLS):
             engine = self.engine
-            state = StaticState(engine) if engine.static_step else DeviceState(engine)
+            state: Stepper = (
+                StaticState(engine)
+                if engine.static_step
+                else ClockState(engine)
+                if engine.masked_step
+                else DeviceState(engine)
+            )
             young = BeamSearch(state, vocab_size=engine.vocab_size, bos_id=engine.bos_id, eos_id=engine.eos_id)
             self._cohorts.append(young)
         return young
@@ -407,6 +415,9 @@ class Engine:
         self.spinning: bool | str = False
         self.static_step = False
         """Running sets keep fixed-shape state (inference/static_state.py) instead of ``DeviceState``."""
+        self.masked_step = False
+        """Running sets keep caches that never move and step with the set's masked step (inference/clock_state.py,
+        core/graphs.py ``MASKED_STEP``) instead of ``DeviceState``."""
         self.cuda_graph = False
         """Static steps are captured and replayed as CUDA graphs (static_step on CUDA)."""
         self.static_decoder_path: Path | None = None
@@ -452,6 +463,7 @@ class Engine:
         static_warm: int = 0,
         shortlist: bool = False,
         lean_step: bool | None = None,
+        masked_step: bool = False,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -483,6 +495,11 @@ class Engine:
         ``python -m bench shortlist``. Used with the main graphs on the CPU and the dynamic state; elsewhere it is
         ignored with a warning (on a GPU the output projection is not what a step waits for).
 
+        ``masked_step``: running sets keep their self-attention caches in place and step with the set's
+        ``decoder_masked`` graph (``export --masked-step``; inference/clock_state.py): each step writes one column
+        and reads each hypothesis' past through a beam index instead of gathering the caches. Not with
+        ``static_step`` or ``shortlist``.
+
         ``lean_step``: run the graph set's step without attention rows (core/graphs.py ``LEAN_STEP``, in GPU sets
         with fused attention) for the steps no sentence asked rows for. None: on CUDA only; the CPU gained nothing
         from it and its session holds another copy of the decoder's weights (docs/inference-core.md).
@@ -511,6 +528,13 @@ class Engine:
                 f"static_step: the {variant or 'main'} graphs of {bundle} lack {', '.join(STATIC_GRAPHS)}; re-export "
                 "the bundle with `--gpu-dtype fp16w --static-step`"
             )
+        if masked_step and (static_step or shortlist):
+            raise EngineError("masked_step runs neither with static_step nor with shortlist: choose one")
+        if masked_step and MASKED_STEP not in files:
+            raise EngineError(
+                f"masked_step: the {variant or 'main'} graphs of {bundle} lack {MASKED_STEP}; re-export the bundle "
+                "with `--masked-step`"
+            )
         if spinning not in (False, True, "decoder"):
             raise EngineError(f"spinning={spinning!r}: use False, True or 'decoder'")
         if shared_pool:
@@ -522,11 +546,13 @@ class Engine:
         if lean_step is None:
             lean_step = providers[0] == "CUDAExecutionProvider"
         lean = (LEAN_STEP,) if lean_step and LEAN_STEP in files and not static_step else ()  # DeviceState's
-        for role in (*GRAPHS, *static_roles, *lean):
-            chosen = step_options if role in ("decoder", LEAN_STEP) else options
+        masked = (MASKED_STEP,) if masked_step else ()
+        for role in (*GRAPHS, *static_roles, *lean, *masked):
+            chosen = step_options if role in ("decoder", LEAN_STEP, MASKED_STEP) else options
             sessions[role] = _open_session(bundle / files[role], role, chosen, providers, manifest)
         engine = cls(bundle, manifest, tokenizer, sessions)
         engine.graphs = variant or "main"
+        engine.masked_step = masked_step
         engine.threads, engine.spinning, engine.providers = threads, spinning, providers
         if static_step:
             engine.static_step = True

@@ -69,6 +69,14 @@ def tiny_static_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture(scope="session")
+def tiny_masked_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint exported with the masked step (caches that never move, core/graphs.py ``MASKED_STEP``)
+    in its main graphs (plain attention) and in a GPU set (fp32, fused attention)."""
+    how = {"gpu_dtype": "fp32", "gpu_attention": "fused", "masked_step": True}
+    return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-masked", **how)
+
+
+@pytest.fixture(scope="session")
 def tiny_fused_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny checkpoint exported with fused attention (onnxruntime's MultiHeadAttention and
     SkipLayerNormalization kernels, training/fused.py) in its main graphs and in a GPU set (fp32) that has the

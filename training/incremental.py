@@ -318,3 +318,23 @@ def decoder_example(
         *(torch.randn(batch, heads, src_len, d_head) for _ in range(2 * cfg.decoder_layers)),
         *(torch.randn(rows, heads, step, d_head) for _ in range(2 * cfg.decoder_layers)),
     )
+
+
+def masked_example(model: Transformer, columns: int = 8, seen: int = 4) -> tuple[Tensor, ...]:
+    """Inputs of ``DecoderStep(masked=True)`` (core/graphs.py ``MASKED_STEP``): ``decoder_example``'s tokens, k,
+    source and memory, every sentence at step ``seen - 1`` of buffers of ``columns`` columns, beams at random."""
+    tokens, positions, _, k, src_mask, *rest = decoder_example(model)
+    cross = rest[: 2 * model.config.decoder_layers]
+    batch, hyps = tokens.shape
+    heads, d_head = cross[0].size(1), cross[0].size(3)
+    return (
+        tokens,
+        torch.full_like(positions, seen - 1),
+        torch.randint(0, hyps, (batch, hyps, columns), dtype=torch.int32),
+        k,
+        src_mask,
+        torch.ones(batch * hyps, seen, dtype=torch.int32),
+        torch.tensor([seen - 1], dtype=torch.int32),
+        *cross,
+        *(torch.randn(batch * hyps, heads, columns, d_head) for _ in range(2 * model.config.decoder_layers)),
+    )

@@ -87,7 +87,8 @@ case "$step" in
       --servers continuous,continuous:no-engine-process --out "$OUT/load-default" 2>&1 | quiet | grep -E "clients:"
     rm -f "$OUT"/*.png ;;
   batch1)
-    # Run 3 when the session has 4 minutes left after targets (nothing carried: /tmp holds what targets set up):
+    # Run 3 when the session has 5 minutes left after targets (nothing carried: /tmp holds what targets set up;
+    # timeout_s 300: session 42's took 90 s, session 43 added about a minute of benches):
     # the host's own time around a replayed static step at batch 1 (what stands between replays; 58.7-62.4 us on
     # the 2-core CPU in session 26) and at batch 128, then onnxruntime's BeamSearch operator, the whole search in
     # one run, against our loop at batch 1 and 32 on CUDA (measured in session 25: keep it last)
@@ -136,8 +137,10 @@ case "$step" in
     # session 41: the dynamic fused fp16w graphs (a GPU server's default) stepping without attention rows where
     # nobody asks for them (the set's lean step, decoder_lean), against the same engine running the full step every
     # step; on the H200 in session 36 the lean graph alone ran 1.145x the full one at batch 1, 1.055x at 32
-    timeout 120 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
-      --batch-sizes 1,128 --sentences 128 --repeats 2 --systems cuda-fp16w-fused,cuda-fp16w-fused-full \
+    # (session 43: and the same graphs stepping with their caches in place, the masked step, in the engine)
+    timeout 170 python3 -m bench gpu --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv --beams 4 \
+      --batch-sizes 1,128 --sentences 128 --repeats 2 \
+      --systems cuda-fp16w-fused,cuda-fp16w-fused-full,cuda-fp16w-fused-masked \
       --out "$OUT/lean-step" 2>&1 | quiet | tail -12
     rm -f "$OUT"/lean-step.png
     [ -n "${NO_ORT:-}" ] || timeout 110 python3 -m bench ort-beam-search --checkpoint /tmp/model/model.pt --input /tmp/model/test.tsv \

@@ -154,7 +154,9 @@ def test_the_batch1_run_takes_arguments_the_bench_takes(monkeypatch: pytest.Monk
 
     (gpu,) = [words for words in commands if words[0] == "gpu"]
     assert (
-        set(gpu[gpu.index("--systems") + 1].split(",")) == {"cuda-fp16w-fused", "cuda-fp16w-fused-full"} <= set(SYSTEMS)
+        set(gpu[gpu.index("--systems") + 1].split(","))
+        == {"cuda-fp16w-fused", "cuda-fp16w-fused-full", "cuda-fp16w-fused-masked"}
+        <= set(SYSTEMS)
     )
 
 

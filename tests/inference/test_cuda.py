@@ -230,3 +230,24 @@ def test_a_warm_up_captures_on_the_decoding_thread_and_later_sets_only_replay(
         got = static.decode_threads.submit(static.translate_ids, batch, BEAM).result()
         assert [t.best.token_ids for t in got] == [t.best.token_ids for t in cpu_engine.translate_ids(batch, BEAM)]
     assert dict(OPENED) == opened and GATE.captures == captured
+
+
+@pytest.mark.parametrize("graphs", ["main", "cuda"])
+def test_caches_that_never_move_decode_on_cuda_like_the_cpu(
+    tiny_masked_bundle: Path, cpu_engine: Engine, graphs: str
+) -> None:
+    """The masked step on CUDA (DecoderMaskedMultiHeadAttention, whose CUDA kernel keeps keys in a layout of its
+    own, which the state's moves follow: inference/clock_state.py) finds the CPU's beams, in batches and with
+    sentences admitted mid-run, on plain and fused graphs; its first sets start at the fewest columns, so that the
+    clock's columns move too."""
+    import inference.clock_state as clock_state
+
+    engine = Engine.load(tiny_masked_bundle, provider="cuda", graphs=graphs, masked_step=True)
+    assert engine.provider == "CUDAExecutionProvider" and engine.masked_step
+    columns = clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS
+    clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS = 0, 4
+    try:
+        _assert_decodes_like(cpu_engine, engine, (1, 5, 24))
+        assert _admitted_mid_run(engine) == _admitted_mid_run(cpu_engine)
+    finally:
+        clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS = columns

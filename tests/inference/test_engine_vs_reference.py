@@ -30,11 +30,16 @@ TEXTS = [s for s, _ in PAIRS] + [
 BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 
 
-@pytest.fixture(scope="module", params=["dynamic", "static", "fused", "fused-static"])
+@pytest.fixture(scope="module", params=["dynamic", "static", "fused", "fused-static", "masked", "fused-masked"])
 def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     """The engine as it runs by default, with fixed-shape state (inference/static_state.py), which on a GPU
-    replays each step as a CUDA graph, and both on graphs exported with fused attention (training/fused.py):
-    all must decode exactly like the reference."""
+    replays each step as a CUDA graph, both on graphs exported with fused attention (training/fused.py), and with
+    caches that never move (inference/clock_state.py) on plain and fused graphs: all must decode exactly like the
+    reference."""
+    if request.param.endswith("masked"):
+        bundle = request.getfixturevalue("tiny_masked_bundle")
+        graphs = "cuda" if request.param.startswith("fused") else "main"
+        return Engine.load(bundle, provider="cpu", threads=1, graphs=graphs, masked_step=True)
     if request.param == "static":
         bundle = request.getfixturevalue("tiny_static_bundle")
         return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
@@ -247,6 +252,8 @@ def test_running_set_admits_between_steps_like_the_reference(
     assert (most_cohorts > 1) if cohorts else most_cohorts == 1
     if engine.static_step:  # sentences placed into free slots; the state moved to larger buckets
         assert {"place", "resize"} <= set(graphs) and not {"merge", "select", "trim"} & set(graphs)
+    elif engine.masked_step:  # nothing gathered, merged or trimmed on the device: the masked step and the encoder
+        assert set(graphs) == {"encoder", "decoder_masked"}
     else:
         expected = {"select", "trim"} | (set() if cohorts else {"merge"})  # cohorts take most arrivals
         assert expected <= set(graphs), "the state graphs should all have run"
@@ -259,7 +266,6 @@ def test_running_set_admits_between_steps_like_the_reference(
 def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     tiny_static_bundle: Path,
     model: Transformer,
-    sources: list[list[int]],
     monkeypatch: pytest.MonkeyPatch,
     mover: str,
 ) -> None:
@@ -275,6 +281,7 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     monkeypatch.setattr(static_state, "MIN_COLUMNS", 4)
     monkeypatch.setattr(static_state, "COLUMNS_SLACK", -1000)  # a new set starts at the fewest columns: they grow
     engine = Engine.load(tiny_static_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    sources = [engine.tokenize(t) for t in TEXTS]  # not the module's fixture: it runs once per engine kind
     assert "grow" in engine.sessions and "compact" in engine.sessions
     assert engine.manifest["variants"]["cuda"]["encoder"] == "padded" and not engine.static_encoder  # CPU: no capture
     if mover == "host":  # as a bundle exported before the grow and compact graphs: no compaction either
@@ -321,6 +328,53 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     assert bool(shrank) == (mover != "host"), moves
     if mover == "encoder buckets":  # buckets of several sizes served the admissions
         assert len(engine.static_pool._encoders) >= 2, engine.static_pool._encoders.keys()
+
+
+@pytest.mark.parametrize("graphs", ["main", "cuda"])
+def test_caches_that_never_move_decode_like_the_reference_through_every_move(
+    tiny_masked_bundle: Path, model: Transformer, monkeypatch: pytest.MonkeyPatch, graphs: str
+) -> None:
+    """The masked step's state (inference/clock_state.py) at its smallest sizes (1 hypothesis, 2 source positions, 4
+    cache columns), so that a running set with mid-run admissions goes through every move: more slots, wider sources,
+    more hypotheses, the clock's columns moved to the front and the buffers grown, fewer slots. Each answer equals
+    the reference's, on plain graphs and on fused ones."""
+    import inference.clock_state as clock_state
+    from inference.clock_state import ClockState
+
+    monkeypatch.setattr(clock_state, "MIN_HYPS", 1)
+    monkeypatch.setattr(clock_state, "MIN_WIDTH", 2)
+    monkeypatch.setattr(clock_state, "MIN_COLUMNS", 4)
+    monkeypatch.setattr(clock_state, "COLUMNS_PER_SOURCE", 0)  # a new set starts at the fewest columns: they move
+    engine = Engine.load(tiny_masked_bundle, provider="cpu", threads=1, graphs=graphs, masked_step=True)
+    sources = [engine.tokenize(t) for t in TEXTS]  # not the module's fixture: it runs once per engine kind
+    moves: list[tuple[tuple[int, ...], tuple[int, ...], int]] = []
+    rebuild = ClockState._rebuild
+
+    def rebuilt(self: ClockState, order: list[int], *sizes: int, start: int = 0) -> None:
+        before = (self.slots, self.hyps, self.width, self.columns)
+        rebuild(self, order, *sizes, start=start)
+        if before[0]:
+            moves.append((before, (self.slots, self.hyps, self.width, self.columns), start))
+
+    monkeypatch.setattr(ClockState, "_rebuild", rebuilt)
+    rng = np.random.default_rng(7)
+    jobs = [(i, sources[i % len(sources)], MIXED[i % len(MIXED)]) for i in range(len(sources) * 2)]
+    running, results = engine.running_set(), {}
+    while jobs or running:
+        if jobs and (not running or rng.random() < 0.3):
+            running.admit(jobs[:2])
+            jobs = jobs[2:]
+        results.update(running.step())
+    assert len(results) == len(sources) * 2
+    for key, translation in results.items():
+        _assert_same(
+            translation, _reference(model, sources[key % len(sources)], MIXED[key % len(MIXED)]), engine.eos_id
+        )
+    axes = ("slots", "hyps", "width", "columns")
+    grew = {axis for old, new, _ in moves for axis, a, b in zip(axes, old, new, strict=True) if b > a}
+    assert grew == set(axes), moves
+    assert any(start > 0 for _, _, start in moves), moves  # the clock's columns moved to the front
+    assert any(new[0] < old[0] for old, new, _ in moves), moves  # fewer slots
 
 
 def test_the_static_pool_keeps_at_most_its_byte_budget_and_translates_the_same(

@@ -24,7 +24,7 @@ import torch
 
 from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
 from core.casing import TRUECASE_FILE
-from core.graphs import GRAPHS, STATIC_EXTRAS, STATIC_GRAPHS
+from core.graphs import GRAPHS, MASKED_STEP, STATIC_EXTRAS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export import static_int8
@@ -65,6 +65,7 @@ def export_bundle(
     gpu_dtype: str = "none",
     static_step: bool = False,
     pack_static_step: bool = True,
+    masked_step: bool = False,
     attention: str = "plain",
     gpu_attention: str = "fused",
     scores: dict[str, Any] | None = None,
@@ -81,12 +82,15 @@ def export_bundle(
     check has passed, so ``out_dir`` never holds half a bundle. ``static_step`` adds the static-shape graphs
     (static_decoder, place) to the GPU set, for the engine's ``static_step`` mode (docs/inference-core.md); its
     step inputs and top-k packed (core/graphs.py ``PACKED_STEP_IDS``) unless ``pack_static_step`` is off (the layout
-    of exports before session 25, which the engine still serves).
+    of exports before session 25, which the engine still serves). ``masked_step`` adds the decoder step whose caches
+    never move (core/graphs.py ``MASKED_STEP``) to every set, for the engine's ``masked_step`` mode.
     ``attention`` / ``gpu_attention``: how the main graphs / the GPU set compute attention, ``plain`` ONNX
     operators or ``fused`` onnxruntime kernels (training/fused.py). ``int8-static`` quantizations calibrate on
     ``calibration_sentences`` sentences of ``calibration`` (a TSV or one sentence a line; default: the file the
     checkpoint was trained on), translated by the fp32 graphs (training/export/static_int8.py).
     """
+    if masked_step and quantize.startswith("int8-static"):
+        raise ExportError("--masked-step has no calibrated ranges for int8-static yet: use --quantize int8-channel")
     if static_step and gpu_dtype == "none":
         raise ExportError("--static-step adds graphs to the GPU set: name its dtype with --gpu-dtype too")
     if dtype not in DTYPES:
@@ -140,12 +144,14 @@ def export_bundle(
         started = time.perf_counter()
         fp32_dir = work / "fp32"
         fp32_dir.mkdir()
-        trace_graphs(model, fp32_dir, opset, attention_layer, static=static_step, attention=attention)
+        trace_graphs(
+            model, fp32_dir, opset, attention_layer, static=static_step, attention=attention, masked=masked_step
+        )
         ranges = (
             calibrate(model, fp32_dir, vocab_files, work / "calibration", sentences, attention) if sentences else None
         )
         bundle = work / "bundle"
-        write_graphs(model, fp32_dir, bundle, mode, quantize, ranges=ranges)
+        write_graphs(model, fp32_dir, bundle, mode, quantize, ranges=ranges, masked=masked_step)
         if gpu_dtype != "none":  # traced again: its encoder keeps the padding (EncoderGraph.pack)
             gpu_fp32_dir = work / "fp32-gpu"
             gpu_fp32_dir.mkdir()
@@ -157,8 +163,11 @@ def export_bundle(
                 static=static_step,
                 attention=gpu_attention,
                 pack_encoder=False,
+                masked=masked_step,
             )
-            write_graphs(model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step)
+            write_graphs(
+                model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step, masked=masked_step
+            )
             if static_step and pack_static_step:  # after the dtype conversion: the ids never pass through fp16
                 pack_static_io(bundle / GPU_VARIANT / GRAPH_FILES["static_decoder"])
             shutil.rmtree(gpu_fp32_dir)
@@ -186,7 +195,11 @@ def export_bundle(
                 "provider": "CUDAExecutionProvider",
                 "graphs": {
                     role: tensor_specs(bundle / GPU_VARIANT / GRAPH_FILES[role], bundle)
-                    for role in (*GRAPHS, *(STATIC_GRAPHS + STATIC_EXTRAS if static_step else ()))
+                    for role in (
+                        *GRAPHS,
+                        *(STATIC_GRAPHS + STATIC_EXTRAS if static_step else ()),
+                        *((MASKED_STEP,) if masked_step else ()),
+                    )
                 },
                 "parity": gpu_parity,
             }
@@ -219,6 +232,8 @@ def export_bundle(
         )
         if table:
             manifest["vocabulary"]["truecase"] = TRUECASE_FILE
+        if masked_step:
+            manifest["graphs"][MASKED_STEP] = tensor_specs(bundle / GRAPH_FILES[MASKED_STEP])
         if variants:
             manifest["variants"] = variants
             if gpu_attention == "fused":  # the step without attention rows (training/export/lean.py)

@@ -50,6 +50,7 @@ def _run(args: argparse.Namespace) -> int:
         attention_layer=args.attention_layer,
         gpu_dtype=args.gpu_dtype,
         static_step=args.static_step,
+        masked_step=args.masked_step,
         attention=args.attention,
         gpu_attention=args.gpu_attention,
         scores=scores_arg(args.scores),
@@ -125,6 +126,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also write the static-shape decoder step and the place graph into the GPU set (with --gpu-dtype): "
         "what the engine's static_step mode runs, and replays as CUDA graphs on a GPU (docs/inference-core.md)",
+    )
+    p.add_argument(
+        "--masked-step",
+        action="store_true",
+        help="also write the decoder step whose caches never move (each self-attention one onnxruntime "
+        "DecoderMaskedMultiHeadAttention, the cache read through a beam index) into every set: what the engine's "
+        "masked_step mode runs (docs/inference-core.md, 'The cache without moves')",
     )
     p.add_argument(
         "--attention",

@@ -13,13 +13,22 @@ import onnx
 import torch
 
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
-from core.graphs import FLOAT, PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK, STATIC_EXTRAS, TensorSpec, graph_spec
+from core.graphs import (
+    FLOAT,
+    MASKED_STEP,
+    PACKED_LEN,
+    PACKED_STEP_IDS,
+    PACKED_TOPK,
+    STATIC_EXTRAS,
+    TensorSpec,
+    graph_spec,
+)
 from training.export import static_int8
 from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
 from training.export.weights import share_weights
 from training.fused import drop_unused_outputs, fuse_skip_layer_norm
-from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, spec
+from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, masked_example, spec
 from training.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,7 @@ def trace_graphs(
     static: bool = False,
     attention: str = "fused",
     pack_encoder: bool = True,
+    masked: bool = False,
 ) -> None:
     """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx.
     ``pack_encoder``: the encoder skips padding in its position-wise work (the CPU's choice; the GPU set's is not
@@ -80,6 +90,10 @@ def trace_graphs(
                 DecoderStep(model, attention_layer, static=True, fused=fused),
                 decoder_example(model, step=5),
             )
+        )
+    if masked:  # the step whose caches never move (core/graphs.py MASKED_STEP)
+        graphs.append(
+            (MASKED_STEP, DecoderStep(model, attention_layer, fused=fused, masked=True), masked_example(model))
         )
     for role, module, example in graphs:
         contract = spec(role, model)
@@ -194,6 +208,7 @@ def write_graphs(
     quantize: str,
     static: bool = False,
     ranges: dict[str, dict[str, tuple[float, float]]] | None = None,
+    masked: bool = False,
 ) -> None:
     """The five graphs of a bundle in ``out``: encoder and decoder from the traced fp32 ones in ``fp32_dir``
     (converted to ``mode``: fp32, fp16, fp16w or int8) with their weights in one file, each tensor once
@@ -203,6 +218,8 @@ def write_graphs(
     quantizes with (training/export/static_int8.py)."""
     out.mkdir(parents=True)
     model_files = [ENCODER_FILE, DECODER_FILE] + ([GRAPH_FILES["static_decoder"]] if static else [])
+    model_files += [GRAPH_FILES[MASKED_STEP]] if masked else []
+    steps = (DECODER_FILE, GRAPH_FILES[MASKED_STEP])  # their logits stay fp32 where the quantization says so
     for role_file in model_files:
         src, dst = fp32_dir / role_file, out / role_file
         if mode == "fp16":
@@ -210,13 +227,13 @@ def write_graphs(
         elif mode == "fp16w":
             to_fp16_weights(src, dst)
         elif mode == "int8" and quantize.startswith("int8-static"):
-            logits = quantize.endswith("fp32-logits") and role_file == DECODER_FILE
+            logits = quantize.endswith("fp32-logits") and role_file in steps
             if ranges is None:
                 raise ValueError(f"{quantize} needs the calibrated ranges")
             role = next(r for r, f in GRAPH_FILES.items() if f == role_file)
             static_int8.quantize(src, dst, ranges[role], fp32_logits=logits)
         elif mode == "int8":
-            logits = quantize.endswith("fp32-logits") and role_file == DECODER_FILE
+            logits = quantize.endswith("fp32-logits") and role_file in steps
             to_int8(src, dst, per_channel=quantize.startswith("int8-channel"), fp32_logits=logits)
         else:
             shutil.copyfile(src, dst)
