@@ -36,9 +36,10 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from core.graphs import MASKED_STEP
 from training.config import load_config
 from training.export.trace import trace_module
-from training.incremental import DecoderStep, decoder_example, spec
+from training.incremental import DecoderStep, decoder_example, masked_example, spec
 from training.model import Transformer
 
 BEAM = 4
@@ -57,48 +58,14 @@ def _model(shape: str = "default") -> Transformer:
     return Transformer(config.model).eval()
 
 
-def _masked_names(layers: int) -> tuple[list[str], list[str], dict[str, dict[int, str]]]:
-    memory = [f"cross_{kv}_{i}" for i in range(layers) for kv in "kv"]
-    past = [f"past_{kv}_{i}" for i in range(layers) for kv in "kv"]
-    present = [f"present_{kv}_{i}" for i in range(layers) for kv in "kv"]
-    inputs = ["tokens", "positions", "beams", "k", "src_mask", "own", "step", *memory, *past]
-    outputs = ["topk_logprobs", "topk_ids", "attention", *present]
-    axes: dict[str, dict[int, str]] = {
-        "tokens": {0: "batch", 1: "hyps"},
-        "positions": {0: "batch"},
-        "beams": {0: "batch", 1: "hyps", 2: "columns"},
-        "src_mask": {0: "batch", 1: "src_len"},
-        "own": {0: "rows", 1: "seen"},
-        **{name: {0: "batch", 2: "src_len"} for name in memory},
-        **{name: {0: "rows", 2: "columns"} for name in (*past, *present)},
-        "topk_logprobs": {0: "batch", 1: "hyps"},
-        "topk_ids": {0: "batch", 1: "hyps"},
-        "attention": {0: "batch", 1: "hyps", 2: "src_len"},
-    }
-    return inputs, outputs, axes
-
-
 def export(model: Transformer, directory: Path) -> tuple[Path, Path]:
     """The dynamic step as bundles hold it (decoder.onnx, plain attention) and the masked one, fp32."""
-    now, masked = directory / "decoder.onnx", directory / "masked.onnx"
-    contract = spec("decoder", model)
-    trace_module(
-        DecoderStep(model), decoder_example(model), now, contract.input_names, contract.output_names,
-        contract.dynamic_axes, 17,
-    )  # fmt: skip
-    tokens, positions, _, k, src_mask, *rest = decoder_example(model)
-    layers = model.config.decoder_layers
-    cross = rest[: 2 * layers]
-    batch, hyps, columns, seen = tokens.size(0), tokens.size(1), 8, 4
-    heads, d_head = cross[0].size(1), cross[0].size(3)
-    example = (
-        tokens, torch.full_like(positions, seen - 1), torch.randint(0, hyps, (batch, hyps, columns), dtype=torch.int32),
-        k, src_mask, torch.ones(batch * hyps, seen, dtype=torch.int32), torch.tensor([seen - 1], dtype=torch.int32),
-        *cross, *(torch.randn(batch * hyps, heads, columns, d_head) for _ in range(2 * layers)),
-    )  # fmt: skip
-    inputs, outputs, axes = _masked_names(layers)
-    trace_module(DecoderStep(model, masked=True), example, masked, inputs, outputs, axes, 17)
-    return now, masked
+    paths = directory / "decoder.onnx", directory / "masked.onnx"
+    steps = (DecoderStep(model), decoder_example(model)), (DecoderStep(model, masked=True), masked_example(model))
+    for role, path, (module, example) in zip(("decoder", MASKED_STEP), paths, steps, strict=True):
+        contract = spec(role, model)
+        trace_module(module, example, path, contract.input_names, contract.output_names, contract.dynamic_axes, 17)
+    return paths
 
 
 def states(
