@@ -262,6 +262,24 @@ def test_running_set_admits_between_steps_like_the_reference(
         _assert_same(translation, _reference(model, source, options_of[key]), engine.eos_id)
 
 
+def _admit_at_random_like_the_reference(engine: Engine, model: Transformer, sources: list[list[int]]) -> None:
+    """Every source twice, two at a time into one running set at random steps, each with one of ``MIXED``'s
+    options: every one answered, each answer the reference's."""
+    rng = np.random.default_rng(7)
+    jobs = [(i, sources[i % len(sources)], MIXED[i % len(MIXED)]) for i in range(len(sources) * 2)]
+    running, results = engine.running_set(), {}
+    while jobs or running:
+        if jobs and (not running or rng.random() < 0.3):
+            running.admit(jobs[:2])
+            jobs = jobs[2:]
+        results.update(running.step())
+    assert len(results) == len(sources) * 2
+    for key, translation in results.items():
+        _assert_same(
+            translation, _reference(model, sources[key % len(sources)], MIXED[key % len(MIXED)]), engine.eos_id
+        )
+
+
 @pytest.mark.parametrize("mover", ["grow graph", "host", "encoder buckets"])
 def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
     tiny_static_bundle: Path,
@@ -305,18 +323,7 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
         moves.append((before, self.buffers.dims))  # type: ignore[arg-type,union-attr]
 
     monkeypatch.setattr(StaticState, "_compact", compacted)
-    rng = np.random.default_rng(7)
-    jobs = [(i, sources[i % len(sources)], MIXED[i % len(MIXED)]) for i in range(len(sources) * 2)]
-    running, results = engine.running_set(), {}
-    while jobs or running:
-        if jobs and (not running or rng.random() < 0.3):
-            running.admit(jobs[:2])
-            jobs = jobs[2:]
-        results.update(running.step())
-    for key, translation in results.items():
-        _assert_same(
-            translation, _reference(model, sources[key % len(sources)], MIXED[key % len(MIXED)]), engine.eos_id
-        )
+    _admit_at_random_like_the_reference(engine, model, sources)
     grew = {
         axis
         for old, new in moves
@@ -357,19 +364,7 @@ def test_caches_that_never_move_decode_like_the_reference_through_every_move(
             moves.append((before, (self.slots, self.hyps, self.width, self.columns), start))
 
     monkeypatch.setattr(ClockState, "_rebuild", rebuilt)
-    rng = np.random.default_rng(7)
-    jobs = [(i, sources[i % len(sources)], MIXED[i % len(MIXED)]) for i in range(len(sources) * 2)]
-    running, results = engine.running_set(), {}
-    while jobs or running:
-        if jobs and (not running or rng.random() < 0.3):
-            running.admit(jobs[:2])
-            jobs = jobs[2:]
-        results.update(running.step())
-    assert len(results) == len(sources) * 2
-    for key, translation in results.items():
-        _assert_same(
-            translation, _reference(model, sources[key % len(sources)], MIXED[key % len(MIXED)]), engine.eos_id
-        )
+    _admit_at_random_like_the_reference(engine, model, sources)
     axes = ("slots", "hyps", "width", "columns")
     grew = {axis for old, new, _ in moves for axis, a, b in zip(axes, old, new, strict=True) if b > a}
     assert grew == set(axes), moves
