@@ -7,7 +7,7 @@ self-attention is onnxruntime's ``DecoderMaskedMultiHeadAttention``:
 
 * **slots**: each running sentence owns a slot from admission to its end: a row of the memory (source mask, cross
   keys and values) and ``hyps`` rows of the caches. A sentence that leaves frees its slot; free slots run along
-  with the others (their outputs ignored) until few are running, when the set moves into fewer slots.
+  with the others (their outputs ignored), on the CPU until half are free, when the set moves into fewer slots.
 * **a clock**: the set's step ``t`` writes column ``t`` of every row's caches, in the buffers themselves (bound as
   both the step's past and present). A sentence at position ``p`` owns the columns ``t - p .. t``: the step's
   ``own`` mask. When the clock reaches the buffers' last column, the columns still owned move to the front (the
@@ -41,9 +41,11 @@ COLUMNS_PER_SOURCE = 2
 """A new set's buffers have columns for this many times its longest source, so that the clock seldom reaches their
 end (each move of the columns copies the caches through the host); a step reads only the columns it owns."""
 COMPACT_BELOW = 2
-"""A set whose running sentences fill at most half its slots moves into fewer. On the 2-core CPU (int8 graphs, 128
-sentences in batches of 32) half decoded 0.94x the engine's dynamic state, a quarter 0.81x, and moving into exactly
-the running sentences whenever one left 0.89x (docs/inference-core.md, session 43)."""
+"""On the CPU a set whose running sentences fill at most half its slots moves into fewer. On the 2-core CPU (int8
+graphs, 128 sentences in batches of 32) half decoded 0.94x the engine's dynamic state, a quarter 0.81x, and moving
+into exactly the running sentences whenever one left 0.89x (docs/inference-core.md, session 43). On CUDA a set keeps
+its slots until it empties: a move goes through the host (at batch 128 a round trip of its ~0.5 GB of buffers), and
+a free slot costs little in a step that is launches more than arithmetic."""
 
 
 def bucket(n: int, least: int = 1) -> int:
@@ -219,7 +221,7 @@ class ClockState:
         self.lens = [self.lens[i] for i in sentences.tolist()]
         if not self.slot_of:  # the set is empty: the next admit starts afresh
             self._reset()
-        elif len(self.slot_of) <= self.slots // COMPACT_BELOW:
+        elif self.engine.device[0] == "cpu" and len(self.slot_of) <= self.slots // COMPACT_BELOW:
             running = len(self.slot_of)
             width = bucket(max(self.lens), MIN_WIDTH)
             self._rebuild(self.slot_of, bucket(running, MIN_SLOTS), self.hyps, width, self.columns)
