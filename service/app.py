@@ -151,6 +151,7 @@ def create_app(
         engine_loader = functools.partial(
             load_engine,
             static_step=settings.static_step,
+            masked_step=settings.masked_step,
             static_warm=settings.max_batch_sentences if settings.static_warm < 0 else settings.static_warm,
             shared_pool=settings.shared_pool,
             shortlist=settings.shortlist,

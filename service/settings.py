@@ -115,6 +115,14 @@ class Settings(BaseSettings):
         "Off by default: on an H200 the engine alone decoded faster with it, but the server served less, opening "
         "buckets under load (MT_STATIC_WARM now opens them at load; docs/inference-core.md).",
     )
+    masked_step: bool = Field(
+        False,
+        description="Keep each running set's self-attention caches in place, each step reading a hypothesis' past "
+        "through a beam index instead of gathering the caches (inference/clock_state.py); the bundle's graphs must "
+        "have been exported with --masked-step. Off by default: on the CPU it decoded 0.66-1.11x the default state; "
+        'not yet measured on a GPU (docs/inference-core.md, "The cache without moves"). Not with --static-step or '
+        "--shortlist.",
+    )
     static_warm: int = Field(
         -1,
         ge=-1,

@@ -338,6 +338,24 @@ def test_static_step_server_answers_like_the_default_one(
     assert "static steps: opened 48 buckets of up to 8 sentences" in log
 
 
+def test_masked_step_server_answers_like_the_default_one(
+    real: ProcessServer, tiny_masked_bundle: Path, tmp_path: Path
+) -> None:
+    """--masked-step (the caches kept in place, read through a beam index: inference/clock_state.py) in a real
+    server process with continuous batching: concurrent requests joining running sets mid-run get what the default
+    server gives each alone."""
+    args = ["--bundle", str(tiny_masked_bundle), "--masked-step", "--scheduler", "continuous", "--provider", "cpu"]
+    args += ["--inflight-batches", "1", "--refill-at", "1024"]  # arrivals join at every step
+    with process_server(args, tmp_path / "masked.log", env={"MT_THREADS": "2"}) as masked:
+        wait_until(lambda: masked.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)] + ["GOLD PINK"]
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(lambda t: translate(masked, t)["translations"][0]["text"], texts))
+        mid_run = metric(masked, "mt_admitted_mid_run_sentences_total")
+    assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
+    assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"
+
+
 def test_an_engine_process_with_static_steps_opens_its_buckets_before_it_is_ready(
     real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
 ) -> None:
