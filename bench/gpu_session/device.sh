@@ -4,6 +4,7 @@
 #   device.sh targets         join the parts, install, and measure every #23 / #24 target in one run (at most
 #                             510 s of benches): with 15 minutes of device time a session, run this one after part 1
 #   device.sh shipped         after batch1: the shipped models/en-de (copied to .gpu/shipped) served on CUDA
+#   device.sh masked          after batch1: the GPU server with its caches in place (MT_MASKED_STEP) and without
 #   device.sh profile-server  after targets: the stacks of the server's threads (its engine process's too) under
 #                             128 clients, each process dumping its own (faulthandler: py-spy cannot attach there)
 #   device.sh measure-engine  join the parts, install, pytest -m gpu, bench gpu (0.7.0: fp32 / fp16w / fp16w with
@@ -18,7 +19,7 @@
 #                             (CUDA graphs) and with grouped admissions, the batch scheduler, mixed lengths
 # Reports go to $OUT (8 files come back per run): copy them to docs/reports/gpu/ and say so in the docs.
 set -uo pipefail
-step=${1:?part N | targets | floor | batch1 | shipped | profile-server | measure-engine | measure-more | measure-server}
+step=${1:?part N | targets | floor | batch1 | shipped | masked | profile-server | measure-engine | measure-more | measure-server}
 quiet() { grep -v -E "Warning|ScatterND|^\s*$" || true; }
 setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them and the wheels, copy the model
   cp .gpu/p2/chunk.* /tmp/ortparts/
@@ -52,7 +53,8 @@ case "$step" in
       --input /tmp/model/test.tsv --beams 4 --batch-sizes 32 --max-length 28 --repeats 2 \
       --systems cuda-fp32,cuda-fp16-static --out "$OUT/targets-base" 2>&1 | quiet
     # the server, as shipped and with CUDA graphs, at 64 and 128 clients (>= 450 sentences/s asked)
-    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step 2>&1 | quiet | tail -1
+    python3 -m training export /tmp/model/model.pt /tmp/bundle --gpu-dtype fp16w --static-step --masked-step 2>&1 \
+      | quiet | tail -1
     # what the static path's own graphs (place, grow, compact: never captured) cost a call at batch 1 and 128, and
     # node by node where a call's time goes (session 36: a sentence's admission 3.3 ms of a 10.6 ms sentence)
     for B in 1 128; do
@@ -154,6 +156,15 @@ case "$step" in
     timeout 180 python3 -m bench load --bundle .gpu/shipped --input /tmp/model/test.tsv --provider auto --threads 4 \
       --requests 1024 --warmup-requests 256 --deadline 15 --levels 1,64,128 --servers continuous \
       --out "$OUT/shipped-load" 2>&1 | quiet | tail -30
+    rm -f "$OUT"/*.png ;;
+  masked)
+    # Run 5 after batch1 when time is left (nothing carried; timeout_s 200): the server's GPU defaults against the
+    # same server stepping with its caches in place (MT_MASKED_STEP, session 43; targets exported /tmp/bundle with
+    # --masked-step), at 1, 64 and 128 clients
+    . /tmp/gpu-env.sh
+    timeout 180 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
+      --requests 1024 --warmup-requests 256 --deadline 15 --levels 1,64,128 --servers continuous,continuous:masked-step \
+      --out "$OUT/masked-load" 2>&1 | quiet | tail -30
     rm -f "$OUT"/*.png ;;
   measure-engine)
     setup || exit 3

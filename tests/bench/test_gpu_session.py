@@ -361,3 +361,18 @@ def test_the_masked_step_in_pytorch_is_the_step_it_replaces() -> None:
         torch.testing.assert_close(written[:, :, 5], grown[:, :, 5])  # the new column: what the grown cache appended
         others = [c for c in range(12) if c != 5]
         assert torch.equal(written[:, :, others], torch.as_tensor(before)[:, :, others])
+
+
+def test_the_masked_run_serves_the_default_and_the_masked_step_from_a_bundle_that_has_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """device.sh masked serves /tmp/bundle with and without MT_MASKED_STEP: targets must export it with the graph."""
+    commands = device_commands("masked")
+    assert [words[0] for words in commands] == ["load"]
+    _parse_each(commands, monkeypatch)
+    (load,) = commands
+    assert load[load.index("--servers") + 1].split(",") == ["continuous", "continuous:masked-step"]
+    export = [
+        line for line in device_step("targets").splitlines() if "training export" in line and "/tmp/bundle" in line
+    ]
+    assert len(export) == 1 and "--masked-step" in export[0]
