@@ -53,7 +53,15 @@ row holds the column), so no row is gathered; ``own`` (rows, step + 1) int32 say
 sentence's, from its admission). The engine runs it with ``Engine.load(masked_step=True)`` (inference/clock_state.py;
 docs/inference-core.md, "The cache without moves")."""
 
-OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP, MASKED_STEP)
+MASKED_MOVE = "masked_move"
+"""Written beside ``MASKED_STEP``: moves the masked step's caches into buffers of other sizes on the device (more or
+fewer slots and hypotheses, the clock's columns to the front, more columns), so that a set on CUDA never takes its
+caches through the host. Each cache tensor is viewed as (rows, heads, a, columns, b) (``key_split`` /
+``value_split``: (rows, heads, 1, columns, d_head) in the plain layout, (rows, heads, d_head / x, columns, x) for
+keys in CUDA's kernel's), gathered by ``rows`` on the first axis and by ``columns`` on the fourth, and viewed back
+(``key_merge`` / ``value_merge``); an index may point at any row or column where the new buffer holds nothing yet."""
+
+OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP, MASKED_STEP, MASKED_MOVE)
 """Graphs a set may have beside ``GRAPHS``."""
 
 
@@ -142,6 +150,10 @@ def _resized(specs: list[TensorSpec], prefix: str) -> list[TensorSpec]:
     ]
 
 
+SHAPES_OF_MOVES = (("key_split", 5), ("value_split", 5), ("key_merge", 4), ("value_merge", 4))
+"""``MASKED_MOVE``'s shape inputs and their lengths."""
+
+
 def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int | str = "d_head") -> GraphSpec:
     """The inputs and outputs of a bundle's ``role`` graph for a decoder of ``layers`` layers."""
     memory = _memory(layers, heads, d_head)
@@ -172,6 +184,12 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         beams = TensorSpec("beams", "int32", ("batch", "hyps", "columns"))
         inputs = (tokens, positions, beams, k, memory[0], *clock, *memory[1:], *buffers)
         return GraphSpec(role, inputs, (*decoder.outputs[: -len(written)], *written))
+    if role == MASKED_MOVE:
+        caches = [TensorSpec(n, FLOAT, ("rows", heads, "columns", d_head)) for n in cache_names("past", layers)]
+        moved = [TensorSpec("moved_" + t.name, FLOAT, ("moved_rows", heads, "moved_columns", d_head)) for t in caches]
+        index = [TensorSpec("rows", "int64", ("moved_rows",)), TensorSpec("columns", "int64", ("moved_columns",))]
+        shapes = [TensorSpec(n, "int64", (size,)) for n, size in SHAPES_OF_MOVES]
+        return GraphSpec(role, (*caches, *index, *shapes), tuple(moved))
     if role == LEAN_STEP:
         decoder = graph_spec("decoder", layers, heads, d_head)
         return GraphSpec(role, decoder.inputs, tuple(t for t in decoder.outputs if t.name != "attention"))

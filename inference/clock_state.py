@@ -7,7 +7,7 @@ self-attention is onnxruntime's ``DecoderMaskedMultiHeadAttention``:
 
 * **slots**: each running sentence owns a slot from admission to its end: a row of the memory (source mask, cross
   keys and values) and ``hyps`` rows of the caches. A sentence that leaves frees its slot; free slots run along
-  with the others (their outputs ignored), on the CPU until half are free, when the set moves into fewer slots.
+  with the others (their outputs ignored) until half are free, when the set moves into fewer slots.
 * **a clock**: the set's step ``t`` writes column ``t`` of every row's caches, in the buffers themselves (bound as
   both the step's past and present). A sentence at position ``p`` owns the columns ``t - p .. t``: the step's
   ``own`` mask. When the clock reaches the buffers' last column, the columns still owned move to the front (the
@@ -16,9 +16,10 @@ self-attention is onnxruntime's ``DecoderMaskedMultiHeadAttention``:
   ``i``'s past. A step's reorder sets each new hypothesis' index to its parent's, and the column the parent wrote
   last to the parent: a few numpy calls on the host where the caches would have been gathered on the device.
 
-The moves between sizes (more slots, hypotheses, source positions or columns, fewer slots) go through the host:
-they are rare. On CUDA the kernel keeps keys as (rows, heads, d_head / x, columns, x), x values in 16 bytes, which
-the moves follow.
+The moves between sizes (more slots, hypotheses, source positions or columns, fewer slots) are rare. The caches move
+on the device, by the bundle's ``MASKED_MOVE`` graph (through the host for a bundle without it); the memory, a
+fraction of their size, through the host. On CUDA the kernel keeps keys as (rows, heads, d_head / x, columns, x), x
+values in 16 bytes, which the moves follow.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnxruntime as ort
 
-from core.graphs import MASKED_STEP
+from core.graphs import MASKED_MOVE, MASKED_STEP
 
 if TYPE_CHECKING:
     from inference.engine import Engine
@@ -43,9 +44,9 @@ end (each move of the columns copies the caches through the host); a step reads 
 COMPACT_BELOW = 2
 """On the CPU a set whose running sentences fill at most half its slots moves into fewer. On the 2-core CPU (int8
 graphs, 128 sentences in batches of 32) half decoded 0.94x the engine's dynamic state, a quarter 0.81x, and moving
-into exactly the running sentences whenever one left 0.89x (docs/inference-core.md, session 43). On CUDA a set keeps
-its slots until it empties: a move goes through the host (at batch 128 a round trip of its ~0.5 GB of buffers), and
-a free slot costs little in a step that is launches more than arithmetic."""
+into exactly the running sentences whenever one left 0.89x (docs/inference-core.md, session 43). On CUDA a set whose
+bundle lacks ``MASKED_MOVE`` keeps its slots until it empties: its caches would go through the host (at batch 128 a
+round trip of ~0.5 GB)."""
 
 
 def bucket(n: int, least: int = 1) -> int:
@@ -89,6 +90,11 @@ class ClockState:
         return [mask, *cross]
 
     @property
+    def _compacts(self) -> bool:
+        """Whether a set moves into fewer slots: on the CPU, and on CUDA where the caches move on the device."""
+        return self.engine.device[0] == "cpu" or MASKED_MOVE in self.engine.sessions
+
+    @property
     def memory_names(self) -> list[str]:
         return list(self.engine.memory_names[1:])  # the cross keys and values (the source mask is first)
 
@@ -116,24 +122,56 @@ class ClockState:
             memory[0][: len(mine), :w] = self.memory[0].numpy()[mine, :w]  # the source mask: (slots, width)
             for new, old in zip(memory[1:], self.memory[1:], strict=True):  # cross: (slots, heads, width, d_head)
                 new[: len(mine), :, :w] = old.numpy()[mine, :, :w]
-        caches = [
-            np.zeros((slots * hyps, self.heads, columns, self.d_head), self.engine.float_type)
-            for _ in range(2 * self._layers)
-        ]
         beams = np.zeros((slots, hyps, columns), np.int32)
+        h = min(hyps, self.hyps)
         if self.caches and kept > 0:
-            h = min(hyps, self.hyps)
-            old_rows = (mine[:, None] * self.hyps + np.arange(h)).reshape(-1)
-            new_rows = (np.arange(len(mine))[:, None] * hyps + np.arange(h)).reshape(-1)
-            for index, (new, old) in enumerate(zip(caches, self.caches, strict=True)):
-                plain = self._keys(old.numpy(), native=False) if index % 2 == 0 else old.numpy()
-                new[new_rows, :, :kept] = plain[old_rows, :, start : start + kept]
             beams[: len(mine), :h, :kept] = self.beams[mine, :h, start : start + kept]
+        if self.caches and kept > 0 and MASKED_MOVE in self.engine.sessions:
+            self.caches = self._moved(mine, slots, hyps, columns, start, kept)
+        else:
+            shape = (slots * hyps, self.heads, columns, self.d_head)
+            caches = [np.zeros(shape, self.engine.float_type) for _ in range(2 * self._layers)]
+            if self.caches and kept > 0:
+                old_rows = (mine[:, None] * self.hyps + np.arange(h)).reshape(-1)
+                new_rows = (np.arange(len(mine))[:, None] * hyps + np.arange(h)).reshape(-1)
+                for index, (new, old) in enumerate(zip(caches, self.caches, strict=True)):
+                    plain = self._keys(old.numpy(), native=False) if index % 2 == 0 else old.numpy()
+                    new[new_rows, :, :kept] = plain[old_rows, :, start : start + kept]
+            self.caches = [self._value(self._keys(c, native=True) if i % 2 == 0 else c) for i, c in enumerate(caches)]
         self.memory = [self._value(array) for array in memory]
-        self.caches = [self._value(self._keys(c, native=True) if i % 2 == 0 else c) for i, c in enumerate(caches)]
         self.beams = beams
         self.slots, self.hyps, self.width, self.columns = slots, hyps, width, columns
         self.t -= start
+
+    def _split(self, rows: int, columns: int, key: bool) -> tuple[int, ...]:
+        """A cache tensor's five-axis view for ``MASKED_MOVE``: its columns on the fourth axis, in the layout of the
+        kernel that reads it (CUDA's keys: (rows, heads, d_head / x, columns, x); everything else plain)."""
+        if key and self._cuda_keys:
+            x = 16 // np.dtype(self.engine.float_type).itemsize
+            return rows, self.heads, self.d_head // x, columns, x
+        return rows, self.heads, 1, columns, self.d_head
+
+    def _moved(
+        self, mine: np.ndarray, slots: int, hyps: int, columns: int, start: int, kept: int
+    ) -> list[ort.OrtValue]:
+        """The caches moved into buffers of ``slots * hyps`` rows and ``columns`` columns on the device (the
+        bundle's ``MASKED_MOVE``): new slot ``j`` takes old slot ``mine[j]``'s first hypotheses, the old columns
+        ``start .. start + kept - 1`` become the first; every other row and column copies row or column 0, which
+        no step reads before writing it (a row's own columns are only those it wrote)."""
+        engine, h = self.engine, min(hyps, self.hyps)
+        rows = np.zeros(slots * hyps, dtype=np.int64)
+        new_rows = (np.arange(len(mine))[:, None] * hyps + np.arange(h)).reshape(-1)
+        rows[new_rows] = (mine[:, None] * self.hyps + np.arange(h)).reshape(-1)
+        picked = np.zeros(columns, dtype=np.int64)
+        picked[:kept] = np.arange(start, start + kept)
+        old_rows = self.slots * self.hyps
+        merged = np.array((slots * hyps, self.heads, columns, self.d_head), dtype=np.int64)
+        inputs: dict[str, Any] = {name: v._ortvalue for name, v in zip(engine.past_names, self.caches, strict=True)}
+        inputs |= {"rows": rows, "columns": picked, "key_merge": merged, "value_merge": merged}
+        inputs["key_split"] = np.array(self._split(old_rows, self.columns, key=True), dtype=np.int64)
+        inputs["value_split"] = np.array(self._split(old_rows, self.columns, key=False), dtype=np.int64)
+        moved = engine.run_graph(MASKED_MOVE, inputs, ["moved_" + name for name in engine.past_names])
+        return [ort.OrtValue(value) for value in moved]
 
     @property
     def _layers(self) -> int:
@@ -221,7 +259,7 @@ class ClockState:
         self.lens = [self.lens[i] for i in sentences.tolist()]
         if not self.slot_of:  # the set is empty: the next admit starts afresh
             self._reset()
-        elif self.engine.device[0] == "cpu" and len(self.slot_of) <= self.slots // COMPACT_BELOW:
+        elif self._compacts and len(self.slot_of) <= self.slots // COMPACT_BELOW:
             running = len(self.slot_of)
             width = bucket(max(self.lens), MIN_WIDTH)
             self._rebuild(self.slot_of, bucket(running, MIN_SLOTS), self.hyps, width, self.columns)

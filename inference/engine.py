@@ -36,6 +36,7 @@ from core.casing import Casing, restored, shouting
 from core.graphs import (
     GRAPHS,
     LEAN_STEP,
+    MASKED_MOVE,
     MASKED_STEP,
     PACKED_STEP_IDS,
     SHORTLIST_INPUTS,
@@ -546,7 +547,7 @@ class Engine:
         if lean_step is None:
             lean_step = providers[0] == "CUDAExecutionProvider"
         lean = (LEAN_STEP,) if lean_step and LEAN_STEP in files and not static_step else ()  # DeviceState's
-        masked = (MASKED_STEP,) if masked_step else ()
+        masked = (MASKED_STEP, *((MASKED_MOVE,) if MASKED_MOVE in files else ())) if masked_step else ()
         for role in (*GRAPHS, *static_roles, *lean, *masked):
             chosen = step_options if role in ("decoder", LEAN_STEP, MASKED_STEP) else options
             sessions[role] = _open_session(bundle / files[role], role, chosen, providers, manifest)

@@ -119,7 +119,7 @@ class Settings(BaseSettings):
         False,
         description="Keep each running set's self-attention caches in place, each step reading a hypothesis' past "
         "through a beam index instead of gathering the caches (inference/clock_state.py); the bundle's graphs must "
-        "have been exported with --masked-step. Off by default: on the CPU it decoded 0.66-1.11x the default state; "
+        "have been exported with --masked-step. Off by default: on the CPU it decoded 0.74-1.01x the default state; "
         'not yet measured on a GPU (docs/inference-core.md, "The cache without moves"). Not with --static-step or '
         "--shortlist.",
     )

@@ -252,8 +252,8 @@ def test_running_set_admits_between_steps_like_the_reference(
     assert (most_cohorts > 1) if cohorts else most_cohorts == 1
     if engine.static_step:  # sentences placed into free slots; the state moved to larger buckets
         assert {"place", "resize"} <= set(graphs) and not {"merge", "select", "trim"} & set(graphs)
-    elif engine.masked_step:  # nothing gathered, merged or trimmed on the device: the masked step and the encoder
-        assert set(graphs) == {"encoder", "decoder_masked"}
+    elif engine.masked_step:  # nothing gathered, merged or trimmed: the encoder, the masked step, its moves
+        assert {"encoder", "decoder_masked"} <= set(graphs) <= {"encoder", "decoder_masked", "masked_move"}
     else:
         expected = {"select", "trim"} | (set() if cohorts else {"merge"})  # cohorts take most arrivals
         assert expected <= set(graphs), "the state graphs should all have run"
@@ -337,14 +337,15 @@ def test_static_state_moving_through_every_bucket_decodes_like_the_reference(
         assert len(engine.static_pool._encoders) >= 2, engine.static_pool._encoders.keys()
 
 
-@pytest.mark.parametrize("graphs", ["main", "cuda"])
+@pytest.mark.parametrize(("graphs", "mover"), [("main", "move graph"), ("cuda", "move graph"), ("main", "host")])
 def test_caches_that_never_move_decode_like_the_reference_through_every_move(
-    tiny_masked_bundle: Path, model: Transformer, monkeypatch: pytest.MonkeyPatch, graphs: str
+    tiny_masked_bundle: Path, model: Transformer, monkeypatch: pytest.MonkeyPatch, graphs: str, mover: str
 ) -> None:
     """The masked step's state (inference/clock_state.py) at its smallest sizes (1 hypothesis, 2 source positions, 4
     cache columns), so that a running set with mid-run admissions goes through every move: more slots, wider sources,
     more hypotheses, the clock's columns moved to the front and the buffers grown, fewer slots. Each answer equals
-    the reference's, on plain graphs and on fused ones."""
+    the reference's, on plain graphs and on fused ones, the caches moved by the bundle's masked_move graph or, as
+    for a bundle without it, through the host."""
     import inference.clock_state as clock_state
     from inference.clock_state import ClockState
 
@@ -353,6 +354,9 @@ def test_caches_that_never_move_decode_like_the_reference_through_every_move(
     monkeypatch.setattr(clock_state, "MIN_COLUMNS", 4)
     monkeypatch.setattr(clock_state, "COLUMNS_PER_SOURCE", 0)  # a new set starts at the fewest columns: they move
     engine = Engine.load(tiny_masked_bundle, provider="cpu", threads=1, graphs=graphs, masked_step=True)
+    assert "masked_move" in engine.sessions
+    if mover == "host":
+        del engine.sessions["masked_move"]
     sources = [engine.tokenize(t) for t in TEXTS]  # not the module's fixture: it runs once per engine kind
     moves: list[tuple[tuple[int, ...], tuple[int, ...], int]] = []
     rebuild = ClockState._rebuild

@@ -110,3 +110,31 @@ def test_the_key_mask_covers_the_columns_up_to_the_step_not_the_buffer() -> None
     session.run(None, {**feeds, "own": np.ones((rows, step + 1), np.int32)})
     with pytest.raises(Exception, match="key_padding_mask"):
         session.run(None, {**feeds, "own": np.ones((rows, columns), np.int32)})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_the_move_graph_moves_keys_in_the_layout_of_cudas_kernel(tiny_masked_bundle, dtype: type) -> None:  # type: ignore[no-untyped-def]
+    """The bundle's masked_move graph, given the five-axis views ClockState gives it for keys in CUDA's layout
+    ((rows, heads, d_head / x, columns, x), x values in 16 bytes), moves rows and columns as the same move of the
+    plain layout does: checked on the CPU, where the step itself reads the plain one."""
+    import inference.clock_state as clock_state
+    from inference.clock_state import ClockState
+    from inference.engine import Engine
+
+    engine = Engine.load(tiny_masked_bundle, provider="cpu", threads=1, masked_step=True)
+    state = ClockState(engine)
+    state._cuda_keys, engine.float_type = True, dtype  # as on CUDA (the float type only sets x)
+    rows, heads, columns, d_head = 8, state.heads, 12, state.d_head
+    rng = np.random.default_rng(3)
+    plain = rng.standard_normal((rows, heads, columns, d_head)).astype(dtype).astype(np.float32)  # exact in both
+    native = state._keys(plain.astype(dtype), native=True).astype(np.float32)  # the graph moves fp32 here
+    state.slots, state.hyps, state.columns, state.t = 4, 2, columns, 10
+    state.caches = [ort.OrtValue.ortvalue_from_numpy(native)] * (2 * state._layers)
+    state.beams = np.zeros((4, 2, columns), np.int32)
+    engine.float_type = dtype
+    moved = state._moved(np.array([3, 1]), slots=2, hyps=4, columns=16, start=4, kept=6)
+    got = state._keys(moved[0].numpy().astype(dtype), native=False).astype(np.float32)
+    old = plain.reshape(4, 2, heads, columns, d_head)
+    new = got.reshape(2, 4, heads, 16, d_head)
+    np.testing.assert_array_equal(new[:, :2, :, :6], old[[3, 1]][:, :, :, 4:10])
+    assert clock_state.MASKED_MOVE in engine.sessions

@@ -24,7 +24,7 @@ import torch
 
 from core.bundle import GRAPH_FILES, MANIFEST_FILE, write_manifest
 from core.casing import TRUECASE_FILE
-from core.graphs import GRAPHS, MASKED_STEP, STATIC_EXTRAS, STATIC_GRAPHS
+from core.graphs import GRAPHS, MASKED_MOVE, MASKED_STEP, STATIC_EXTRAS, STATIC_GRAPHS
 from core.tokenizer import Tokenizer
 from training.checkpoint import load_model, write_vocab_files
 from training.export import static_int8
@@ -198,7 +198,7 @@ def export_bundle(
                     for role in (
                         *GRAPHS,
                         *(STATIC_GRAPHS + STATIC_EXTRAS if static_step else ()),
-                        *((MASKED_STEP,) if masked_step else ()),
+                        *((MASKED_STEP, MASKED_MOVE) if masked_step else ()),
                     )
                 },
                 "parity": gpu_parity,
@@ -233,7 +233,8 @@ def export_bundle(
         if table:
             manifest["vocabulary"]["truecase"] = TRUECASE_FILE
         if masked_step:
-            manifest["graphs"][MASKED_STEP] = tensor_specs(bundle / GRAPH_FILES[MASKED_STEP])
+            for role in (MASKED_STEP, MASKED_MOVE):
+                manifest["graphs"][role] = tensor_specs(bundle / GRAPH_FILES[role])
         if variants:
             manifest["variants"] = variants
             if gpu_attention == "fused":  # the step without attention rows (training/export/lean.py)

@@ -15,6 +15,7 @@ import torch
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import (
     FLOAT,
+    MASKED_MOVE,
     MASKED_STEP,
     PACKED_LEN,
     PACKED_STEP_IDS,
@@ -220,6 +221,7 @@ def write_graphs(
     model_files = [ENCODER_FILE, DECODER_FILE] + ([GRAPH_FILES["static_decoder"]] if static else [])
     model_files += [GRAPH_FILES[MASKED_STEP]] if masked else []
     steps = (DECODER_FILE, GRAPH_FILES[MASKED_STEP])  # their logits stay fp32 where the quantization says so
+    masked_roles = (MASKED_MOVE,) if masked else ()
     for role_file in model_files:
         src, dst = fp32_dir / role_file, out / role_file
         if mode == "fp16":
@@ -242,7 +244,7 @@ def write_graphs(
     for role_file in model_files:
         onnx.checker.check_model(str(out / role_file), full_check=True)
     encoder_graph = onnx.load(str(out / ENCODER_FILE))
-    for role in ("select", "merge", "trim", *(("place", *STATIC_EXTRAS) if static else ())):
+    for role in ("select", "merge", "trim", *(("place", *STATIC_EXTRAS) if static else ()), *masked_roles):
         onnx.save(state_graph(role, encoder_graph, model), str(out / GRAPH_FILES[role]))
         onnx.checker.check_model(str(out / GRAPH_FILES[role]), full_check=True)
 
@@ -280,7 +282,16 @@ def sized_state_graph(role: str, encoder: onnx.ModelProto, layers: int, heads: i
         helper.make_tensor("big", TensorProto.INT64, [1], [2**62]),
         helper.make_tensor("shape_1", TensorProto.INT64, [1], [1]),
     ]
-    if role == "select":
+    if role == MASKED_MOVE:  # each cache viewed in five axes, gathered by rows and by columns, viewed back
+        for i, t in enumerate(contract.inputs[: 2 * layers]):
+            kind = "key" if i % 2 == 0 else "value"
+            nodes += [
+                helper.make_node("Reshape", [t.name, f"{kind}_split"], [f"{t.name}_split"]),
+                helper.make_node("Gather", [f"{t.name}_split", "rows"], [f"{t.name}_rows"], axis=0),
+                helper.make_node("Gather", [f"{t.name}_rows", "columns"], [f"{t.name}_columns"], axis=3),
+                helper.make_node("Reshape", [f"{t.name}_columns", f"{kind}_merge"], [f"moved_{t.name}"]),
+            ]
+    elif role == "select":
         for t in contract.inputs[: 1 + 2 * layers]:
             nodes.append(helper.make_node("Gather", [t.name, "keep"], [f"kept_{t.name}"], axis=0))
     elif role == "merge":
