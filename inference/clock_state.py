@@ -30,6 +30,7 @@ import numpy as np
 import onnxruntime as ort
 
 from core.graphs import MASKED_MOVE, MASKED_STEP
+from inference.static_state import bucket
 
 if TYPE_CHECKING:
     from inference.engine import Engine
@@ -47,14 +48,6 @@ graphs, 128 sentences in batches of 32) half decoded 0.94x the engine's dynamic 
 into exactly the running sentences whenever one left 0.89x (docs/inference-core.md, session 43). On CUDA a set whose
 bundle lacks ``MASKED_MOVE`` keeps its slots until it empties: its caches would go through the host (at batch 128 a
 round trip of ~0.5 GB)."""
-
-
-def bucket(n: int, least: int = 1) -> int:
-    """The smallest power of two that is at least ``n`` and ``least``."""
-    size = max(1, least)
-    while size < n:
-        size *= 2
-    return size
 
 
 class ClockState:
@@ -86,17 +79,15 @@ class ClockState:
         """Memory of free slots: one visible source position of zeros, so that their attention stays finite."""
         mask = np.ones((slots, width), bool)
         mask[:, 0] = False
-        cross = [np.zeros((slots, self.heads, width, self.d_head), self.engine.float_type) for _ in self.memory_names]
+        cross = [
+            np.zeros((slots, self.heads, width, self.d_head), self.engine.float_type) for _ in range(2 * self._layers)
+        ]
         return [mask, *cross]
 
     @property
     def _compacts(self) -> bool:
         """Whether a set moves into fewer slots: on the CPU, and on CUDA where the caches move on the device."""
         return self.engine.device[0] == "cpu" or MASKED_MOVE in self.engine.sessions
-
-    @property
-    def memory_names(self) -> list[str]:
-        return list(self.engine.memory_names[1:])  # the cross keys and values (the source mask is first)
 
     def _keys(self, array: np.ndarray, native: bool) -> np.ndarray:
         """A key cache between the plain layout (rows, heads, columns, d_head) and CUDA's kernel's."""

@@ -131,7 +131,6 @@ def test_the_move_graph_moves_keys_in_the_layout_of_cudas_kernel(tiny_masked_bun
     state.slots, state.hyps, state.columns, state.t = 4, 2, columns, 10
     state.caches = [ort.OrtValue.ortvalue_from_numpy(native)] * (2 * state._layers)
     state.beams = np.zeros((4, 2, columns), np.int32)
-    engine.float_type = dtype
     moved = state._moved(np.array([3, 1]), slots=2, hyps=4, columns=16, start=4, kept=6)
     got = state._keys(moved[0].numpy().astype(dtype), native=False).astype(np.float32)
     old = plain.reshape(4, 2, heads, columns, d_head)

@@ -230,6 +230,12 @@ def _register_graft(subparsers: Any) -> None:
     p.set_defaults(func=_run_graft)
 
 
+def _bundle_and_set(p: argparse.ArgumentParser) -> None:
+    """The arguments of a command that changes one graph set of a bundle in place."""
+    p.add_argument("bundle", help="bundle directory to change in place")
+    p.add_argument("--set", default="cuda", help="the graph set: cuda (default), another variant, or main")
+
+
 def _run_lean(args: argparse.Namespace) -> int:
     from training.export.lean import add_lean_step
 
@@ -247,8 +253,7 @@ def _register_lean(subparsers: Any) -> None:
         "weights), check it against the full step on random inputs, and rewrite the manifest. Exports write it into "
         "a GPU set with fused attention by themselves (docs/bundle.md).",
     )
-    p.add_argument("bundle", help="bundle directory to change in place")
-    p.add_argument("--set", default="cuda", help="the graph set: cuda (default), another variant, or main")
+    _bundle_and_set(p)
     p.set_defaults(func=_run_lean)
 
 
@@ -269,8 +274,7 @@ def _register_place(subparsers: Any) -> None:
         "kernel copied a slot's values in one thread. Checks that it writes what the old graph wrote on random "
         "inputs, then replaces the file and its manifest entry (docs/bundle.md).",
     )
-    p.add_argument("bundle", help="bundle directory to change in place")
-    p.add_argument("--set", default="cuda", help="the graph set: cuda (default), another variant, or main")
+    _bundle_and_set(p)
     p.set_defaults(func=_run_place)
 
 
