@@ -56,6 +56,7 @@ SYSTEMS = [
     "cuda-fp16w-static-nograph",
     "cuda-fp16-static",
     "cuda-fp16-fused-static",
+    "cuda-fp16-fused-static-full",
     "cuda-fp32-static",
     "cpu-fp32",
 ]
@@ -65,13 +66,16 @@ STATIC = {
     "cuda-fp16w-static-nograph": ("fp16w", False),
     "cuda-fp16-static": ("fp16s", True),
     "cuda-fp16-fused-static": ("fp16s-fused", True),
+    "cuda-fp16-fused-static-full": ("fp16s-fused", True),
     "cuda-fp32-static": ("fp32s", True),
 }
 """The static-shape state (Engine.load static_step) on a graph set: each step replayed as a CUDA graph, or
 (nograph) the same fixed shapes launched kernel by kernel, to tell the two effects apart; fp16-static asks
 whether fp16 arithmetic pays once the launches are gone (fp16s: the fp16 GPU set with the static graphs), against
 fp32-static (fp32s: an fp32 GPU set with the static graphs): the issue's fp16 / fp32 ratio with replay on both;
-fp16-fused-static the fp16 static step with fused attention, the fewest kernels a replay can hold."""
+fp16-fused-static the fp16 static step with fused attention, the fewest kernels a replay can hold; it replays the
+lean static step where nobody asks for attention rows (core/graphs.py ``STATIC_LEAN``, session 44), and
+fp16-fused-static-full the same graphs loaded with ``lean_step=False``, every step the full one."""
 
 
 def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
@@ -148,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             engines["cuda-fp16w-fused-masked"] = Engine.load(work / "fp16w-fused", provider="cuda", masked_step=True)
         for system in static:
             graphs, replay = STATIC[system]
-            engines[system] = Engine.load(work / graphs, provider="cuda", static_step=True, cuda_graph=replay)
+            lean = False if system.endswith("-full") else None  # None: the engine's default, lean on CUDA
+            engines[system] = Engine.load(
+                work / graphs, provider="cuda", static_step=True, cuda_graph=replay, lean_step=lean
+            )
     except EngineError as err:
         raise SystemExit(f"CUDA provider unusable: {err}") from err
     if "cpu-fp32" in systems:

@@ -44,6 +44,13 @@ adds it to an older bundle): the decoder step without its ``attention`` output a
 the set's weights file, so it adds no weights to the bundle. On an H200 it ran 1.145x the full step at batch 1 and
 1.055x at 32 as a graph alone (docs/inference-core.md)."""
 
+STATIC_LEAN = "static_decoder_lean"
+"""Optional, beside ``static_decoder`` in a GPU set with fused attention (exports and ``python -m training lean-step``
+since session 44): the static step without its ``attention`` output and the nodes only that output needs, as
+``LEAN_STEP`` is to ``decoder``. It reads and writes the same buffers as the static step, so a running set takes
+either, step by step: the engine replays it where no sentence asks for attention rows (``Engine.load`` ``lean_step``,
+the default on CUDA; inference/static_state.py)."""
+
 MASKED_STEP = "decoder_masked"
 """Optional, in any set, written by ``export --masked-step`` (session 43): the decoder step whose self-attention
 caches never move. Each layer's is onnxruntime's ``DecoderMaskedMultiHeadAttention`` over the set's buffers of
@@ -61,7 +68,7 @@ caches through the host. Each cache tensor is viewed as (rows, heads, a, columns
 keys in CUDA's kernel's), gathered by ``rows`` on the first axis and by ``columns`` on the fourth, and viewed back
 (``key_merge`` / ``value_merge``); an index may point at any row or column where the new buffer holds nothing yet."""
 
-OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP, MASKED_STEP, MASKED_MOVE)
+OPTIONAL_GRAPHS = (*STATIC_GRAPHS, *STATIC_EXTRAS, LEAN_STEP, STATIC_LEAN, MASKED_STEP, MASKED_MOVE)
 """Graphs a set may have beside ``GRAPHS``."""
 
 
@@ -198,6 +205,9 @@ def graph_spec(role: str, layers: int, heads: int | str = "heads", d_head: int |
         cache_out = [TensorSpec(n, FLOAT, ("rows", heads, "steps", d_head)) for n in cache_names("present", layers)]
         steps_in, steps_out = decoder.inputs[: -len(static_cache)], decoder.outputs[: -len(cache_out)]
         return GraphSpec(role, (*steps_in, *static_cache), (*steps_out, *cache_out))
+    if role == STATIC_LEAN:
+        static = graph_spec("static_decoder", layers, heads, d_head)
+        return GraphSpec(role, static.inputs, tuple(t for t in static.outputs if t.name != "attention"))
     if role == "place":
         new = _renamed(memory, "new_", "new_batch")
         new = [TensorSpec(t.name, t.dtype, tuple("new_src_len" if s == "src_len" else s for s in t.shape)) for t in new]

@@ -42,6 +42,7 @@ from core.graphs import (
     SHORTLIST_INPUTS,
     STATIC_EXTRAS,
     STATIC_GRAPHS,
+    STATIC_LEAN,
     cache_names,
     graph_spec,
     memory_names,
@@ -422,6 +423,9 @@ class Engine:
         self.cuda_graph = False
         """Static steps are captured and replayed as CUDA graphs (static_step on CUDA)."""
         self.static_decoder_path: Path | None = None
+        self.static_lean_path: Path | None = None
+        """The set's static step without attention rows (core/graphs.py ``STATIC_LEAN``), when static running sets
+        replay it for the steps nobody asked rows for (``lean_step``)."""
         self.static_packed = False
         """The static decoder takes its step inputs as one vector and returns its top-k as one tensor
         (core/graphs.py ``PACKED_STEP_IDS``; exports since session 25)."""
@@ -503,7 +507,9 @@ class Engine:
 
         ``lean_step``: run the graph set's step without attention rows (core/graphs.py ``LEAN_STEP``, in GPU sets
         with fused attention) for the steps no sentence asked rows for. None: on CUDA only; the CPU gained nothing
-        from it and its session holds another copy of the decoder's weights (docs/inference-core.md).
+        from it and its session holds another copy of the decoder's weights (docs/inference-core.md). With
+        ``static_step`` the same for the static step (``STATIC_LEAN``): a bucket then opens its full static step
+        only when a step of its first asks for rows.
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -558,6 +564,8 @@ class Engine:
         if static_step:
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
+            if lean_step and STATIC_LEAN in files:
+                engine.static_lean_path = bundle / files[STATIC_LEAN]
             listed = manifest["variants"][variant]["graphs"] if variant else manifest["graphs"]
             engine.static_packed = PACKED_STEP_IDS in listed["static_decoder"]["inputs"]
             engine.encoder_path = bundle / files["encoder"]
@@ -603,7 +611,9 @@ class Engine:
             " (one pool for the process)" if shared_pool_size() is not None else "",
             (", static-shape steps" + (" replayed as CUDA graphs" if engine.cuda_graph else "")) if static_step else "",
             ", vocabulary shortlist" if engine.shortlist is not None else "",
-            ", a lean step for the steps without attention rows" if LEAN_STEP in sessions else "",
+            ", a lean step for the steps without attention rows"
+            if LEAN_STEP in sessions or engine.static_lean_path
+            else "",
         )
         return engine
 

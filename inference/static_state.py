@@ -109,9 +109,10 @@ class Dims:
 
 class StaticSession:
     """The static decoder opened for one ``Dims``: its free dimensions fixed (onnxruntime then folds every
-    Shape node); graph ids for CUDA graph capture are handed out per session."""
+    Shape node); graph ids for CUDA graph capture are handed out per session. ``lean``: the static step without
+    attention rows (core/graphs.py ``STATIC_LEAN``), which binds the same buffers."""
 
-    def __init__(self, engine: Engine, dims: Dims):
+    def __init__(self, engine: Engine, dims: Dims, lean: bool = False):
         options = engine.session_options(step=True)
         for name, value in (
             ("batch", dims.slots),
@@ -126,7 +127,9 @@ class StaticSession:
         if engine.cuda_graph:
             options.enable_mem_pattern = False
             providers[0] = (providers[0], {"enable_cuda_graph": "1"})
-        self.session = ort.InferenceSession(str(engine.static_decoder_path), options, providers=providers)
+        path = engine.static_lean_path if lean else engine.static_decoder_path
+        self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.lean = lean
         OPENED["decoder"] += 1
         self.raw = self.session._sess
         self.run = self.raw.run_with_iobinding
@@ -146,9 +149,11 @@ class StaticSession:
 
 @dataclass
 class _Binding:
+    session: StaticSession
     binding: Any
     run_options: Any
-    outputs: tuple[Any, ...]  # device OrtValues: top-k log-probs, top-k ids, attention; or packed top-k, attention
+    outputs: tuple[Any, ...]  # device OrtValues: top-k log-probs and ids; or the packed top-k
+    rows: Any  # the attention rows' device OrtValue; None for the lean step
     k: np.ndarray  # the bound k, kept alive
     runs: dict[int, int] = field(default_factory=dict)
     """runs so far per thread (``threading.get_ident``): which runs may capture (``CAPTURE_RUNS``)"""
@@ -167,16 +172,17 @@ class _EncoderBinding:
 
 @dataclass
 class Buffers:
-    """Every device tensor of one bucket, and the bindings (one per k and cache parity) that point at them."""
+    """Every device tensor of one bucket, and the bindings (one per k, cache parity and step graph, full or lean)
+    that point at them."""
 
     dims: Dims
-    session: StaticSession
     memory: list[ort.OrtValue]
     caches: tuple[list[ort.OrtValue], list[ort.OrtValue]]
     steps: list[tuple[str, ort.OrtValue]]
     """the step's host-written inputs by name: ``step_ids`` (a packed static decoder), or tokens, positions and
     reorder"""
-    bindings: dict[tuple[int, int], _Binding] = field(default_factory=dict)
+    bindings: dict[tuple[int, int, bool], _Binding] = field(default_factory=dict)
+    """by k, cache parity and lean step"""
     into: _EncoderBinding | None = None
     """the binding of the encoder bucket of these slots and width that writes into ``memory``, once used"""
     nbytes: int = 0
@@ -276,12 +282,13 @@ class EncoderBucket:
 
 
 class BufferPool:
-    """The engine's free ``Buffers`` per ``Dims``, and the decoder session of each ``Dims``; thread-safe."""
+    """The engine's free ``Buffers`` per ``Dims``, and the decoder sessions of each ``Dims`` (the full static step,
+    and the lean one where the engine has it), opened on first use; thread-safe."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self._lock = threading.Lock()
-        self._sessions: dict[Dims, StaticSession] = {}
+        self._sessions: dict[tuple[Dims, bool], StaticSession] = {}
         self._free: dict[Dims, list[Buffers]] = {}
         self._free_bytes = 0
         self._released: dict[int, Buffers] = {}  # kept buffers by id, oldest release first
@@ -301,10 +308,9 @@ class BufferPool:
         """``dims``, or instead the smallest bucket already opened that is at least as large on every axis and holds
         at most ``REUSE_BYTES`` times its buffers: a set that must move up a bucket takes an open one rather than open
         a session (and on CUDA capture its graphs) while it decodes, for some padding."""
-        with self._lock:
-            if dims in self._sessions:
-                return dims
-            opened = list(self._sessions)
+        opened = self.opened
+        if dims in opened:
+            return dims
         limit = REUSE_BYTES * buffer_bytes(self.engine, dims)
         fits = [
             (size, d)
@@ -317,7 +323,25 @@ class BufferPool:
         ]
         return min(fits, key=lambda pair: pair[0])[1] if fits else dims
 
+    @property
+    def opened(self) -> set[Dims]:
+        """The buckets whose decoder (either step) has been opened."""
+        with self._lock:
+            return {d for d, _ in self._sessions}
+
+    def session(self, dims: Dims, lean: bool) -> StaticSession:
+        """The decoder session of ``dims``, full or lean, opened on first use."""
+        with self._lock:
+            found = self._sessions.get((dims, lean))
+        if found is None:  # opened outside the lock: it takes a while, and a duplicate is harmless
+            found = StaticSession(self.engine, dims, lean)
+            with self._lock:
+                found = self._sessions.setdefault((dims, lean), found)
+        return found
+
     def acquire(self, dims: Dims) -> Buffers:
+        """Free buffers of ``dims``, or new ones with the session a set's steps take first opened (the lean step's
+        where the engine has it: most steps ask for no attention rows)."""
         with self._lock:
             free = self._free.get(dims)
             if free:
@@ -325,12 +349,8 @@ class BufferPool:
                 self._free_bytes -= found.nbytes
                 del self._released[id(found)]
                 return found
-            session = self._sessions.get(dims)
-        if session is None:  # opened outside the lock: it takes a while, and a duplicate is harmless
-            session = StaticSession(self.engine, dims)
-            with self._lock:
-                session = self._sessions.setdefault(dims, session)
-        return self._allocate(dims, session)
+        self.session(dims, self.engine.static_lean_path is not None)
+        return self._allocate(dims)
 
     def release(self, buffers: Buffers) -> None:
         """Keep ``buffers`` for the next set of its sizes; past ``POOL_FREE_BYTES`` of kept buffers, the longest
@@ -350,7 +370,7 @@ class BufferPool:
         """Device bytes of the buffers kept for reuse."""
         return self._free_bytes
 
-    def _allocate(self, dims: Dims, session: StaticSession) -> Buffers:
+    def _allocate(self, dims: Dims) -> Buffers:
         OPENED["buffers"] += 1
         engine = self.engine
         arch = engine.manifest["architecture"]
@@ -369,7 +389,6 @@ class BufferPool:
         caches = ([value(cache) for _ in engine.past_names], [value(cache) for _ in engine.past_names])
         return Buffers(
             dims,
-            session,
             memory,
             caches,
             steps=_step_inputs(engine, dims, value),
@@ -388,11 +407,12 @@ def _step_inputs(engine: Engine, dims: Dims, value: Any) -> list[tuple[str, ort.
     return [("tokens", value(grid)), ("positions", value(positions)), ("reorder", value(reorder))]
 
 
-def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
-    found = buffers.bindings.get((k, parity))
+def _binding(engine: Engine, buffers: Buffers, k: int, parity: int, lean: bool) -> _Binding:
+    """The binding of ``buffers`` for this ``k`` and cache parity, to the full static step or the lean one."""
+    found = buffers.bindings.get((k, parity, lean))
     if found is not None:
         return found
-    dims, session = buffers.dims, buffers.session
+    dims, session = buffers.dims, engine.static_pool.session(buffers.dims, lean)
     binding = _C.SessionIOBinding(session.raw)
     for name, value in buffers.steps:
         binding.bind_ortvalue_input(name, value._ortvalue)
@@ -408,31 +428,35 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int) -> _Binding:
     def out(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, *engine.device)
 
-    attention = out((dims.slots, dims.hyps, dims.width), np.float32)
     if engine.static_packed:
-        outputs: tuple[Any, ...] = (out((dims.slots, dims.hyps, 2, k), np.float32), attention)
-        names: tuple[str, ...] = (PACKED_TOPK, "attention")
+        outputs: tuple[Any, ...] = (out((dims.slots, dims.hyps, 2, k), np.float32),)
+        names: tuple[str, ...] = (PACKED_TOPK,)
     else:
-        outputs = (out((dims.slots, dims.hyps, k), np.float32), out((dims.slots, dims.hyps, k), np.int64), attention)
-        names = ("topk_logprobs", "topk_ids", "attention")
+        outputs = (out((dims.slots, dims.hyps, k), np.float32), out((dims.slots, dims.hyps, k), np.int64))
+        names = ("topk_logprobs", "topk_ids")
+    rows = None if lean else out((dims.slots, dims.hyps, dims.width), np.float32)
     for name, value in zip(names, outputs, strict=True):
         binding.bind_ortvalue_output(name, value._ortvalue)
+    if rows is not None:
+        binding.bind_ortvalue_output("attention", rows._ortvalue)
     run_options = None
     if engine.cuda_graph:
         run_options = ort.RunOptions()
         run_options.add_run_config_entry("gpu_graph_id", str(session.graph_id()))
-    found = _Binding(binding, run_options, outputs, k_value)
-    buffers.bindings[(k, parity)] = found
+    found = _Binding(session, binding, run_options, outputs, rows, k_value)
+    buffers.bindings[(k, parity, lean)] = found
     return found
 
 
-def _run(session: StaticSession, bound: _Binding, attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """One step on ``bound``; the top-k log-probs and ids, and the attention rows when asked for, to the host."""
+def _run(bound: _Binding, attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """One step on ``bound``; the top-k log-probs and ids, and the attention rows when asked for (``bound`` is then
+    the full step's), to the host."""
+    session = bound.session
     with session.run_lock:
         session.run(bound.binding, bound.run_options)
         outputs = bound.outputs
-        rows = outputs[-1].numpy() if attention else None
-        if len(outputs) == 2:  # packed: log-probs and ids (as floats) in one read
+        rows = bound.rows.numpy() if attention else None
+        if len(outputs) == 1:  # packed: log-probs and ids (as floats) in one read
             topk = outputs[0].numpy()
             return topk[:, :, 0], topk[:, :, 1].astype(np.int64), rows
         return outputs[0].numpy(), outputs[1].numpy(), rows
@@ -557,13 +581,14 @@ class StaticState:
             else:
                 for (_, value), part in zip(buffers.steps, (grid, at, order), strict=True):
                     value.update_inplace(np.ascontiguousarray(part))
-            bound = _binding(engine, buffers, graph_k, self._parity)
+            lean = not attention and engine.static_lean_path is not None
+            bound = _binding(engine, buffers, graph_k, self._parity, lean)
             thread, capturing = _captures(bound.runs, engine.cuda_graph)
             if not capturing:  # a replay (or no capture at all): in the same shared entry
-                outputs = _run(buffers.session, bound, attention)
+                outputs = _run(bound, attention)
         if capturing:
             with GATE.exclusive():
-                outputs = _run(buffers.session, bound, attention)
+                outputs = _run(bound, attention)
         bound.runs[thread] = bound.runs.get(thread, 0) + 1
         top_lp, top_ids, rows_attention = outputs
         self._prev_slots, self._prev_hyps, self._parity = slots, hyps, 1 - self._parity
@@ -776,13 +801,13 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                 buffers = pool.acquire(dims)
             for index, (k, parity) in enumerate((k, parity) for k in ks for parity in (0, 1)):
                 with GATE.shared():
-                    bound = _binding(engine, buffers, k, parity)
+                    bound = _binding(engine, buffers, k, parity, engine.static_lean_path is not None)
                 # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the
                 # others are only bound.
                 for _ in range(CAPTURE_RUNS if engine.cuda_graph else int(index == 0)):
                     thread, capturing = _captures(bound.runs, engine.cuda_graph)
                     with GATE.exclusive() if capturing else GATE.shared():
-                        _run(buffers.session, bound, attention=False)
+                        _run(bound, attention=False)
                     bound.runs[thread] = bound.runs.get(thread, 0) + 1
                 done.bindings += 1
             opened.append(buffers)  # a bucket that failed half-way is not kept: its buffers are freed with it

@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
             engine.translate(texts[start : start + args.batch], options)
     finally:
         static_state.StaticState._grow = grow  # type: ignore[method-assign]
-    opened = sorted(tuple(vars(d).values()) for d in engine.static_pool._sessions)
+    opened = sorted(tuple(vars(d).values()) for d in engine.static_pool.opened)
     print(f"COLUMNS_SLACK {static_state.COLUMNS_SLACK}, {len(texts)} sentences in batches of {args.batch}")
     print(f"graph calls: {dict(collections.Counter(roles)) or 'none'}; grow moves: {dict(moves) or 'none'}")
     print(f"buckets opened (slots, hyps, width, columns): {opened}")

@@ -78,15 +78,16 @@ def main(argv: list[str]) -> None:
     parts: dict[str, list[float]] = {"replay": [], "attention read": [], "top-k read": []}
     again: list[float] = []
 
-    def timed_run(session: Any, bound: Any, attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def timed_run(bound: Any, attention: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        session = bound.session
         with session.run_lock:
             t0 = time.perf_counter()
             session.run(bound.binding, bound.run_options)
             t1 = time.perf_counter()
             outputs = bound.outputs
-            rows = outputs[-1].numpy() if attention else None
+            rows = bound.rows.numpy() if attention else None
             t2 = time.perf_counter()
-            if len(outputs) == 2:
+            if len(outputs) == 1:
                 topk = outputs[0].numpy()
                 result = topk[:, :, 0], topk[:, :, 1].astype(np.int64), rows
             else:

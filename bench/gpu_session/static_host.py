@@ -1,6 +1,7 @@
 """The host's own time in a static-shape step (``StaticState.step`` less its graph run), per step.
 
     PYTHONPATH=TREE python bench/gpu_session/static_host.py BUNDLE INPUT BATCH [--provider cpu|cuda] [--arrays-from N]
+                                                            [--lean | --full]
 
 Decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps, four passes after one to warm up,
 timing each ``StaticState.step`` and the graph run inside it: what is left is the numpy and Python around the
@@ -9,6 +10,8 @@ run on CUDA, then ``place``) and the graphs run through ``Engine.run_graph`` (``
 the encoder where it is not captured). Also the beam search's own time a step in the engine (``BeamSearch.step``
 less the step it drives): ``--arrays-from`` sets the set size from which it keeps its hypotheses in arrays
 (inference/beam_search.py ARRAYS_FROM; 1: always, 1000000000: never), so two runs compare its two forms.
+``--lean`` / ``--full``: the lean static step (core/graphs.py ``STATIC_LEAN``) or the full one for the steps nobody
+asks attention rows for; neither: the engine's default (lean on CUDA only).
 PYTHONPATH picks the code tree measured (run it once with an older worktree for a side-by-side figure). Figures in
 docs/inference-core.md, sessions 26 and 27.
 """
@@ -35,7 +38,8 @@ def main(argv: list[str]) -> None:
     provider = argv[argv.index("--provider") + 1] if "--provider" in argv else "cpu"
     if "--arrays-from" in argv:
         beam_search.ARRAYS_FROM = int(argv[argv.index("--arrays-from") + 1])
-    engine = Engine.load(bundle, provider=provider, threads=2, static_step=True)
+    lean = True if "--lean" in argv else False if "--full" in argv else None  # None: lean on CUDA (STATIC_LEAN)
+    engine = Engine.load(bundle, provider=provider, threads=2, static_step=True, lean_step=lean)
     with open(path, encoding="utf-8") as lines:
         texts = [line.split("\t")[0] for line in lines if line.strip()][: max(40, 2 * batch)]
     totals: dict[str, float] = {}

@@ -229,7 +229,7 @@ def test_an_empty_set_in_a_larger_open_bucket_has_its_encoder_write_there_withou
     got = [engine.translate([text], options)[0].best.token_ids for text in texts]
     assert got == [reference.translate([text], options)[0].best.token_ids for text in texts]
     assert "place" not in roles
-    assert set(engine.static_pool._sessions) == {wide}  # the wide bucket served them all
+    assert engine.static_pool.opened == {wide}  # the wide bucket served them all
     assert set(engine.static_pool._encoders) == {(1, 32)} and engine.static_pool._free[wide][0].into is not None
 
 
@@ -255,15 +255,13 @@ def test_a_new_set_starts_with_columns_for_its_median_source_and_a_lone_sentence
                 reference.translate([text], options)[0].best.token_ids
             )
             if not grows:
-                assert (
-                    Dims(1, 4, bucket(n + 1, MIN_WIDTH), bucket(n + COLUMNS_SLACK, 4)) in engine.static_pool._sessions
-                )
+                assert Dims(1, 4, bucket(n + 1, MIN_WIDTH), bucket(n + COLUMNS_SLACK, 4)) in engine.static_pool.opened
         assert ("grow" in roles) is grows
     # a set admitted together takes its median source's columns, not its longest's (all its sentences advance as one)
     monkeypatch.setattr(static_state, "COLUMNS_SLACK", COLUMNS_SLACK)
     token = min(4, engine.vocab_size - 1)
     engine.translate_ids([[token] * 3, [token] * 4, [token] * 30], DecodeOptions(beam_size=4, max_length=6))
-    assert Dims(4, 4, bucket(31, MIN_WIDTH), bucket(4 + COLUMNS_SLACK, 4)) in engine.static_pool._sessions
+    assert Dims(4, 4, bucket(31, MIN_WIDTH), bucket(4 + COLUMNS_SLACK, 4)) in engine.static_pool.opened
 
 
 def test_running_sets_in_several_threads_translate_as_one_thread_does(capturing_engine: Engine) -> None:
@@ -367,7 +365,7 @@ def test_a_set_moving_up_takes_an_open_larger_bucket_within_twice_the_buffers(
         before = OPENED["decoder"]
         assert [t.best.token_ids for t in engine.translate(texts, options)] == expected
         assert (OPENED["decoder"] == before) is larger  # took the open bucket, or opened the one it needs
-        assert set(pool._sessions) == ({opened} if larger else {opened, need})
+        assert pool.opened == ({opened} if larger else {opened, need})
     # two open buckets fit a set of 2: the one with the smaller buffers is taken; an open bucket is itself
     pool.release(pool.acquire(Dims(2, 4, 16, 64)))
     small = Dims(2, 4, 16, 32)

@@ -33,9 +33,9 @@ BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 @pytest.fixture(scope="module", params=["dynamic", "static", "fused", "fused-static", "masked", "fused-masked"])
 def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     """The engine as it runs by default, with fixed-shape state (inference/static_state.py), which on a GPU
-    replays each step as a CUDA graph, both on graphs exported with fused attention (training/fused.py), and with
-    caches that never move (inference/clock_state.py) on plain and fused graphs: all must decode exactly like the
-    reference."""
+    replays each step as a CUDA graph, both on graphs exported with fused attention (training/fused.py; the fused
+    static steps with the lean one where no sentence asks for attention rows, as on CUDA), and with caches that never
+    move (inference/clock_state.py) on plain and fused graphs: all must decode exactly like the reference."""
     if request.param.endswith("masked"):
         bundle = request.getfixturevalue("tiny_masked_bundle")
         graphs = "cuda" if request.param.startswith("fused") else "main"
@@ -46,7 +46,8 @@ def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     if request.param.startswith("fused"):
         bundle = request.getfixturevalue("tiny_fused_bundle")
         static = request.param == "fused-static"
-        return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda" if static else "main", static_step=static)
+        graphs = "cuda" if static else "main"
+        return Engine.load(bundle, provider="cpu", threads=1, graphs=graphs, static_step=static, lean_step=static)
     return Engine.load(tiny_bundle, provider="cpu", threads=1)
 
 
@@ -252,6 +253,9 @@ def test_running_set_admits_between_steps_like_the_reference(
     assert (most_cohorts > 1) if cohorts else most_cohorts == 1
     if engine.static_step:  # sentences placed into free slots; the state moved to larger buckets
         assert {"place", "resize"} <= set(graphs) and not {"merge", "select", "trim"} & set(graphs)
+        # with a lean static step the steps took both graphs, as each asked for attention rows or not
+        steps = {lean for _, lean in engine.static_pool._sessions}
+        assert steps == ({False, True} if engine.static_lean_path else {False}), steps
     elif engine.masked_step:  # nothing gathered, merged or trimmed: the encoder, the masked step, its moves
         assert {"encoder", "decoder_masked"} <= set(graphs) <= {"encoder", "decoder_masked", "masked_move"}
     else:

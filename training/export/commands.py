@@ -237,21 +237,27 @@ def _bundle_and_set(p: argparse.ArgumentParser) -> None:
 
 
 def _run_lean(args: argparse.Namespace) -> int:
+    from core.bundle import read_manifest, set_graphs
+    from core.graphs import STATIC_LEAN
     from training.export.lean import add_lean_step
 
     entry = add_lean_step(args.bundle, args.set)
-    print(json.dumps({"lean_step": entry["file"], "set": args.set, "outputs": sorted(entry["outputs"])}, indent=2))
+    static = set_graphs(read_manifest(args.bundle), args.set, args.bundle).get(STATIC_LEAN)
+    written = {"lean_step": entry["file"], **({"static_lean_step": static["file"]} if static else {})}
+    print(json.dumps({**written, "set": args.set, "outputs": sorted(entry["outputs"])}, indent=2))
     return 0
 
 
 def _register_lean(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "lean-step",
-        help="add the decoder step without attention rows (decoder_lean) to a bundle's GPU set exported before it",
+        help="add the decoder steps without attention rows (decoder_lean, static_decoder_lean) to a bundle's GPU set "
+        "exported before them",
         description="Write the graph set's decoder step without its attention output (the engine runs it for the "
         "steps no sentence asked attention rows for; it reads the set's weights file, so the bundle gains no "
-        "weights), check it against the full step on random inputs, and rewrite the manifest. Exports write it into "
-        "a GPU set with fused attention by themselves (docs/bundle.md).",
+        "weights), and its static step's the same way where the set has static steps, check each against the full "
+        "step on random inputs, and rewrite the manifest. Exports write them into a GPU set with fused attention by "
+        "themselves (docs/bundle.md).",
     )
     _bundle_and_set(p)
     p.set_defaults(func=_run_lean)

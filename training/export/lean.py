@@ -6,7 +6,9 @@ about a tenth of a batch-1 step's kernels. onnxruntime keeps every node a graph 
 kernels whether the host copies them or not. ``decoder_lean`` (core/graphs.py ``LEAN_STEP``) is the set's decoder
 graph without the ``attention`` output, the nodes only it needed and the initializers only those read; its
 initializers point into the set's own weights file, as the decoder's do, so the bundle gains a graph, not weights.
-The engine on CUDA runs it for the steps where nobody asked (inference/engine.py ``DeviceState.step``).
+The engine on CUDA runs it for the steps where nobody asked (inference/engine.py ``DeviceState.step``). A set with
+static steps gets ``static_decoder_lean`` (``STATIC_LEAN``) the same way, replayed by static running sets
+(inference/static_state.py).
 
 Exports write it into a GPU set with fused attention (``export --gpu-dtype ...``, the default ``--gpu-attention
 fused``); this command adds it to a bundle exported before, or to any set, checks that it gives the full step's
@@ -24,7 +26,7 @@ import onnx
 import onnxruntime as ort
 
 from core.bundle import GRAPH_FILES, BundleError, read_manifest, set_graphs, write_manifest
-from core.graphs import LEAN_STEP
+from core.graphs import LEAN_STEP, PACKED_STEP_IDS, STATIC_LEAN
 from training.export.feeds import random_step_inputs, typed
 from training.export.writer import tensor_specs
 
@@ -73,15 +75,26 @@ FP32_ATOL = 1e-5
 def check_lean(decoder: Path, lean: Path, manifest: dict[str, Any], atol: float, batch: int = 2, hyps: int = 3) -> None:
     """Run both graphs on the CPU on the same random inputs: the lean one must give the full one's outputs (it is
     the same nodes), floats within ``atol`` and the same ids wherever the full step's log-probabilities are further
-    than ``2 * atol`` from their neighbours'; BundleError otherwise."""
+    than ``2 * atol`` from their neighbours'; BundleError otherwise. Either kind of step: the dynamic one
+    (``decoder``) or the static one (``static_decoder``, its step inputs and top-k packed or not)."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     full = ort.InferenceSession(str(decoder), options, providers=["CPUExecutionProvider"])
     thin = ort.InferenceSession(str(lean), options, providers=["CPUExecutionProvider"])
-    feeds = typed(random_step_inputs(manifest, batch, hyps, np.random.default_rng(0), source=5, cached=4), full)
+    # The static step reads the cache's columns at any position below its width (cached): one column fewer.
+    feeds = random_step_inputs(manifest, batch, hyps, np.random.default_rng(0), source=5, cached=4)
+    if PACKED_STEP_IDS in {i.name for i in full.get_inputs()}:
+        feeds["positions"] = np.minimum(feeds["positions"], 3)
+        packed = (feeds.pop("tokens").reshape(-1), feeds.pop("positions"), feeds.pop("reorder"))
+        feeds[PACKED_STEP_IDS] = np.concatenate(packed)
+    feeds = typed(feeds, full)
     names = [o.name for o in thin.get_outputs()]
     got = dict(zip(names, thin.run(names, feeds), strict=True))
     want = dict(zip(names, full.run(names, feeds), strict=True))
+    if "topk" in want:  # packed: the log-probs, then the ids as floats
+        for out in (want, got):
+            out["topk_logprobs"], out["topk_ids"] = out["topk"][:, :, 0], out.pop("topk")[:, :, 1]
+        names = [n for n in names if n != "topk"] + ["topk_logprobs", "topk_ids"]
     lp = want["topk_logprobs"]
     gaps = np.abs(np.diff(lp, axis=-1))
     apart = np.ones(lp.shape, dtype=bool)  # ranks whose log-probability no neighbour comes near
@@ -94,27 +107,39 @@ def check_lean(decoder: Path, lean: Path, manifest: dict[str, Any], atol: float,
             raise BundleError(f"{lean}: its {name} differs from {decoder}'s; nothing written")
 
 
+LEAN_OF = {"decoder": LEAN_STEP, "static_decoder": STATIC_LEAN}
+"""Each step graph a set may have, and its lean one."""
+
+
 def add_lean_step(bundle: str | Path, graph_set: str = "cuda", *, manifest: dict[str, Any] | None = None) -> dict:
-    """Write ``graph_set``'s lean step beside its decoder and list it in the manifest; returns the graph's entry.
-    With ``manifest`` (an export's, not yet written) the entry goes into it and nothing else is written."""
+    """Write ``graph_set``'s lean step beside its decoder and list it in the manifest, and the same for its static
+    step where the set has one (``STATIC_LEAN``); returns the lean step's entry. With ``manifest`` (an export's, not
+    yet written) the entries go into it and nothing else is written."""
     bundle = Path(bundle)
     written = manifest is None
     manifest = read_manifest(bundle) if manifest is None else manifest
     graphs = set_graphs(manifest, graph_set, bundle)
-    decoder = bundle / graphs["decoder"]["file"]
-    lean = decoder.with_name(GRAPH_FILES[LEAN_STEP])
     variants = manifest.get("variants", {})
     dtype = variants[graph_set]["dtype"] if graph_set in variants else manifest.get("export", {}).get("dtype")
-    onnx.save(lean_graph(decoder), str(lean))
+    made: dict[str, Path] = {}
     try:
-        check_lean(decoder, lean, manifest, FP16_ATOL if dtype == "fp16" else FP32_ATOL)
-    except BaseException:
-        lean.unlink()
+        for full, role in LEAN_OF.items():
+            if full not in graphs:
+                continue
+            step = bundle / graphs[full]["file"]
+            made[role] = lean = step.with_name(GRAPH_FILES[role])
+            onnx.save(lean_graph(step), str(lean))
+            check_lean(step, lean, manifest, FP16_ATOL if dtype == "fp16" else FP32_ATOL)
+            graphs[role] = tensor_specs(lean, bundle)
+            if written:
+                log.info("wrote %s (%d nodes; %s has %d)", lean, *_nodes(lean), step.name, *_nodes(step))
+    except BaseException:  # neither file nor entry of a lean step half made
+        for role, lean in made.items():
+            lean.unlink(missing_ok=True)
+            graphs.pop(role, None)
         raise
-    graphs[LEAN_STEP] = tensor_specs(lean, bundle)
     if written:
         write_manifest(bundle, {key: value for key, value in manifest.items() if key != "files"})
-        log.info("wrote %s (%d nodes; the decoder has %d)", lean, *_nodes(lean, decoder))
     return graphs[LEAN_STEP]
 
 

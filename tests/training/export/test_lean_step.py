@@ -1,6 +1,6 @@
-"""The lean decoder step (core/graphs.py ``LEAN_STEP``): written by exports into a GPU set with fused attention, added
-to older bundles by ``python -m training lean-step``, and run by the engine for the steps nobody asked attention rows
-for, with the same translations as the full step."""
+"""The lean decoder steps (core/graphs.py ``LEAN_STEP``, and ``STATIC_LEAN`` for the static step): written by exports
+into a GPU set with fused attention, added to older bundles by ``python -m training lean-step``, and run by the engine
+for the steps nobody asked attention rows for, with the same translations as the full step."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 from core.bundle import GRAPH_FILES, read_manifest, sha256_file, write_manifest
-from core.graphs import LEAN_STEP
+from core.graphs import LEAN_STEP, STATIC_LEAN
 from core.translation import DecodeOptions
 from inference.engine import Engine
 from testkit.running import graph_runs
@@ -45,6 +45,13 @@ def test_a_fused_gpu_set_gets_the_lean_step_and_a_plain_one_does_not(
     assert kept and all(external[t.name] == [(e.key, e.value) for e in t.external_data] for t in kept)
     assert LEAN_STEP not in read_manifest(tiny_static_bundle)["variants"]["cuda"]["graphs"]  # plain attention
     assert LEAN_STEP not in manifest["graphs"]  # the main graphs: the CPU gains nothing from it
+    static = graphs[STATIC_LEAN]  # the static step's, the same way
+    assert static["file"] == f"cuda/{GRAPH_FILES[STATIC_LEAN]}" and manifest["files"][static["file"]]["sha256"]
+    assert set(static["outputs"]) == set(graphs["static_decoder"]["outputs"]) - {"attention"}
+    assert static["inputs"] == graphs["static_decoder"]["inputs"]
+    lean, full = _graph(tiny_fused_bundle / static["file"]), _graph(tiny_fused_bundle / "cuda/static_decoder.onnx")
+    assert len(lean.node) < len(full.node)
+    assert STATIC_LEAN not in read_manifest(tiny_static_bundle)["variants"]["cuda"]["graphs"]
 
 
 def test_the_engine_steps_lean_only_where_nobody_asked_for_rows_and_translates_the_same(
@@ -80,26 +87,30 @@ def test_one_sentence_asking_for_rows_takes_the_whole_set_to_the_full_step(tiny_
     assert done[1].best.attention is not None and done[0].best.attention is None
 
 
-def test_the_command_adds_the_lean_step_to_an_older_bundle(tiny_fused_bundle: Path, tmp_path: Path) -> None:
+def test_the_command_adds_the_lean_steps_to_an_older_bundle(tiny_fused_bundle: Path, tmp_path: Path) -> None:
     older = tmp_path / "older"
     shutil.copytree(tiny_fused_bundle, older)
     manifest = json.loads((older / "manifest.json").read_text(encoding="utf-8"))
-    del manifest["variants"]["cuda"]["graphs"][LEAN_STEP]
-    (older / "cuda" / GRAPH_FILES[LEAN_STEP]).unlink()
+    for role in (LEAN_STEP, STATIC_LEAN):
+        del manifest["variants"]["cuda"]["graphs"][role]
+        (older / "cuda" / GRAPH_FILES[role]).unlink()
     write_manifest(older, {key: value for key, value in manifest.items() if key != "files"})
     assert LEAN_STEP not in Engine.load(older, provider="cpu", threads=1, graphs="cuda", lean_step=True).sessions
+    static = Engine.load(older, provider="cpu", threads=1, graphs="cuda", static_step=True, lean_step=True)
+    assert static.static_lean_path is None
     before = {name: entry["sha256"] for name, entry in read_manifest(older)["files"].items()}
 
     assert training_main(["lean-step", str(older)]) == 0
 
     after = read_manifest(older)  # verifies every checksum
-    assert (
-        after["variants"]["cuda"]["graphs"][LEAN_STEP]
-        == read_manifest(tiny_fused_bundle)["variants"]["cuda"]["graphs"][LEAN_STEP]
-    )
-    assert sha256_file(older / "cuda" / GRAPH_FILES[LEAN_STEP]) == sha256_file(
-        tiny_fused_bundle / "cuda" / GRAPH_FILES[LEAN_STEP]
-    )
+    for role in (LEAN_STEP, STATIC_LEAN):
+        assert (
+            after["variants"]["cuda"]["graphs"][role]
+            == read_manifest(tiny_fused_bundle)["variants"]["cuda"]["graphs"][role]
+        )
+        assert sha256_file(older / "cuda" / GRAPH_FILES[role]) == sha256_file(
+            tiny_fused_bundle / "cuda" / GRAPH_FILES[role]
+        )
     assert all(after["files"][name]["sha256"] == sha for name, sha in before.items())  # nothing else touched
     assert training_main(["lean-step", str(older)]) == 0  # again: the same files
     assert read_manifest(older)["files"] == after["files"]
@@ -136,3 +147,35 @@ def test_the_check_refuses_a_lean_step_that_computes_otherwise(tiny_fused_bundle
     check_lean(decoder, bundle / "cuda" / GRAPH_FILES[LEAN_STEP], manifest, FP32_ATOL)  # the right one passes
     with pytest.raises(BundleError, match="topk_logprobs differs"):
         check_lean(decoder, wrong, manifest, FP32_ATOL)
+    static = bundle / "cuda" / "static_decoder.onnx"  # the static step, its top-k packed: the same check
+    model = lean_graph(static)
+    for node in model.graph.node:
+        node.output[:] = ["unscaled" if name == "topk" else name for name in node.output]
+    model.graph.initializer.append(scale)
+    model.graph.node.append(onnx.helper.make_node("Mul", ["unscaled", "scale"], ["topk"]))
+    onnx.save(model, str(wrong))
+    check_lean(static, bundle / "cuda" / GRAPH_FILES[STATIC_LEAN], manifest, FP32_ATOL)
+    with pytest.raises(BundleError, match="topk_logprobs differs"):
+        check_lean(static, wrong, manifest, FP32_ATOL)
+
+
+def test_static_running_sets_step_lean_where_nobody_asked_for_rows_and_translate_the_same(
+    tiny_fused_bundle: Path,
+) -> None:
+    """A static running set binds the lean static step and the full one to the same buffers and takes either step
+    by step: where nobody asks for rows only the lean one is ever opened; rows asked open the full one too; the
+    translations and rows are the full step's."""
+    lean = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lean_step=True)
+    full = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    assert lean.static_lean_path is not None and full.static_lean_path is None  # on the CPU: off by default
+    options = DecodeOptions(beam_size=3, n_best=2)
+    got = lean.translate(TEXTS, options)
+    assert {step for _, step in lean.static_pool._sessions} == {True}
+    for a, b in zip(got, full.translate(TEXTS, options), strict=True):
+        assert [(h.token_ids, h.score) for h in a.hypotheses] == [(h.token_ids, h.score) for h in b.hypotheses]
+    rows = DecodeOptions(beam_size=3, return_attention=True)
+    with_rows = lean.translate(TEXTS, rows)
+    assert {step for _, step in lean.static_pool._sessions} == {True, False}
+    for a, b in zip(with_rows, full.translate(TEXTS, rows), strict=True):
+        assert a.best.token_ids == b.best.token_ids
+        np.testing.assert_array_equal(np.array(a.best.attention), np.array(b.best.attention))
