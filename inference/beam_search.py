@@ -458,7 +458,6 @@ class BeamSearch:
             k,
             any(s.options.with_attention for s in running),
         )
-        top_lp, top_ids = _reachable(top_lp, top_ids, widest, extra)
         width = top_ids.shape[2]
         flat = (np.array(score_rows).reshape(batch, hyps, 1) + top_lp).reshape(batch, -1)  # float64
         # Stable sort on the negated score = the reference's sort: ties keep (hypothesis, rank) order. The walk
@@ -524,7 +523,6 @@ class BeamSearch:
         attend = bool(ints[:, ATTEND].any())
         top_lp, top_ids, attention = self.stepper.step(a.last, position.copy(), a.row.reshape(-1), k, attend)
         attention = attention if attend else None
-        top_lp, top_ids = _reachable(top_lp, top_ids, widest, extra)
         width = top_ids.shape[2]
         flat = (a.score[:, :, None] + top_lp).reshape(-1)  # float64
         depth = min(hyps * width, widest + hyps * (1 + extra))  # as the walk: no deeper is ever read
@@ -730,17 +728,6 @@ class BeamSearch:
             a.last, a.row, a.score = a.last[index, :hyps], a.row[index, :hyps], a.score[index, :hyps]
             a.hist = a.hist[index, :hyps]
         self.stepper.keep(index)
-
-
-def _reachable(top_lp: np.ndarray, top_ids: np.ndarray, widest: int, extra: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each hypothesis' first ``widest + 1 + extra`` proposals, the only ones the walk can reach: its own better
-    ones rank before each (its ids are distinct, ties keep rank order), and among any of them at most one is EOS
-    and ``extra`` are banned, so by its ``beam + 1 + extra``-th at least ``beam`` have grown and the sentence has
-    stopped walking. The graph still proposes ``2 * beam`` (the reference's ``k``); the ranking sorts fewer."""
-    reach = widest + 1 + extra
-    if top_ids.shape[2] <= reach:
-        return top_lp, top_ids
-    return top_lp[:, :, :reach], top_ids[:, :, :reach]
 
 
 def search(
