@@ -97,6 +97,12 @@ case "$step" in
     . /tmp/gpu-env.sh
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 1 \
       --provider cuda 2>&1 | quiet | tail -8 | tee "$OUT/static-host-b1.txt"
+    # session 44: the runs above replayed the lean static step (static_decoder_lean, the default on CUDA); the same
+    # with the full one every step, at batch 1 and 128: what the 14 nodes of attention rows cost a replay
+    for B in 1 128; do
+      PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv $B \
+        --provider cuda --full 2>&1 | quiet | tail -2 | sed 's/^/full step: /' | tee -a "$OUT/static-host-b$B.txt"
+    done
     # session 43: one self-attention layer's cache a step, as the static step keeps it (gather, drop a column,
     # concatenate) against the layouts that move less, DecoderMaskedMultiHeadAttention with a beam index among them
     # (on the 2-core CPU 0.21-0.69x the static step's layer, the same outputs), replayed as CUDA graphs and launched
