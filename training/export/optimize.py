@@ -47,7 +47,58 @@ def to_fp16(src: Path, dst: Path) -> None:
     keep = [t.name for t in [*graph.graph.input, *graph.graph.output] if t.name in FP32_OUTPUTS_OF_FP16]
     half = convert_float_to_float16(graph, keep_io_types=keep, op_block_list=DEFAULT_OP_BLOCK_LIST + FP16_KEEP_FP32_OPS)
     sort_nodes(half.graph)  # the converter appends its Cast nodes after their consumers
+    fold_casts(half.graph)
     onnx.save(half, str(dst))
+
+
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
+_VIEWS = ("Reshape", "Unsqueeze", "Squeeze", "Flatten")
+"""Operators that only reshape: a Cast may move across them."""
+
+
+def fold_casts(graph: onnx.GraphProto) -> int:
+    """Collapse each float Cast of a float Cast (possibly through reshapes that nothing else reads) into one Cast:
+    ``Cast(Cast(x, T1), T2)`` becomes ``Cast(x, T2)``. The fp16 converter brackets every operator it keeps in fp32
+    with a Cast to fp16 after it and one back to fp32 before the next, so between LogSoftmax and TopK (both kept in
+    fp32) and after the output projection the log-probabilities went to fp16 and back: kernels that only round (one a
+    Cast, a launch each in a step that runs ~100 kernels, docs/inference-core.md) and 3 significant digits lost where
+    the next operator reads fp32 anyway. What is left may cast a tensor to its own type, which onnxruntime removes when
+    it opens the graph (its CastElimination). Returns how many Casts went; tensors whose type changed lose their
+    ``value_info``."""
+    removed = 0
+    while True:
+        producer = {out: node for node in graph.node for out in node.output}
+        readers: dict[str, int] = {}
+        for node in graph.node:
+            for name in node.input:
+                readers[name] = readers.get(name, 0) + 1
+        for out in graph.output:
+            readers[out.name] = readers.get(out.name, 0) + 1
+        for node in graph.node:
+            if node.op_type != "Cast" or _cast_to(node) not in _FLOATS:
+                continue
+            views, above = [], producer.get(node.input[0])
+            while above is not None and above.op_type in _VIEWS and readers[above.output[0]] == 1:
+                views.append(above)
+                above = producer.get(above.input[0])
+            if above is None or above.op_type != "Cast" or _cast_to(above) not in _FLOATS:
+                continue
+            if readers[above.output[0]] != 1:
+                continue
+            (views[-1] if views else node).input[0] = above.input[0]  # the topmost reader skips the first Cast
+            retyped = {view.output[0] for view in views}
+            kept = [v for v in graph.value_info if v.name not in retyped]
+            del graph.value_info[:]
+            graph.value_info.extend(kept)
+            graph.node.remove(above)
+            removed += 1
+            break
+        else:
+            return removed
+
+
+def _cast_to(node: onnx.NodeProto) -> int:
+    return next(a.i for a in node.attribute if a.name == "to")
 
 
 def sort_nodes(graph: onnx.GraphProto) -> None:
