@@ -103,6 +103,10 @@ case "$step" in
       PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv $B \
         --provider cuda --full 2>&1 | quiet | tail -2 | sed 's/^/full step: /' | tee -a "$OUT/static-host-b$B.txt"
     done
+    # and what a batch-128 step's graph (0.42 ms a step on average in session 42, the tail's small steps included)
+    # is made of: its kernels by GPU time, launched one by one (the same kernels a replay runs)
+    PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/kernels.py /tmp/bundle /tmp/model/test.tsv --batch 128 \
+      2>&1 | quiet | tail -32 | tee -a "$OUT/static-host-b128.txt"
     # session 43: one self-attention layer's cache a step, as the static step keeps it (gather, drop a column,
     # concatenate) against the layouts that move less, DecoderMaskedMultiHeadAttention with a beam index among them
     # (on the 2-core CPU 0.21-0.69x the static step's layer, the same outputs), replayed as CUDA graphs and launched
