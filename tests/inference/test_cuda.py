@@ -191,6 +191,30 @@ def test_the_lean_step_on_cuda_finds_the_full_steps_beams(tiny_fused_bundle: Pat
     assert LEAN_STEP in roles and "decoder" not in roles
 
 
+def test_the_lean_static_step_replays_on_cuda_beside_the_full_one(tiny_fused_bundle: Path, cpu_engine: Engine) -> None:
+    """Static running sets on CUDA replay the static step without attention rows (core/graphs.py ``STATIC_LEAN``)
+    where nobody asks for them and the full one where somebody does, both captured over the same buffers: the CPU's
+    beams either way, and in one set whose sentences ask for rows or not as they are admitted mid-run."""
+    static = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=True)
+    assert static.static_lean_path is not None  # lean on CUDA by default
+    options = dataclasses.replace(BEAM, return_attention=False)
+    for batch in (1, 5, 24):
+        for c, g in zip(_decode(cpu_engine, options, batch), _decode(static, options, batch), strict=True):
+            assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+    assert {lean for _, lean in static.static_pool._sessions} == {True}
+    _assert_decodes_like(cpu_engine, static, (1, 5))  # rows asked: the full step, over the same buffers
+    assert {lean for _, lean in static.static_pool._sessions} == {True, False}
+    running, done = static.running_set(), {}
+    for i, text in enumerate(TEXTS):  # every other sentence asks for rows: the set switches graphs step by step
+        running.admit([(i, text, BEAM if i % 2 else options)])
+        if i % 3 == 2:
+            done.update(running.step())
+    while running:
+        done.update(running.step())
+    expected = cpu_engine.translate(TEXTS, options)
+    assert [done[i].best.token_ids for i in range(len(TEXTS))] == [t.best.token_ids for t in expected]
+
+
 def test_running_sets_in_two_threads_capture_and_replay_like_one_thread(
     tiny_static_bundle: Path, cpu_engine: Engine
 ) -> None:
