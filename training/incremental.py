@@ -207,7 +207,20 @@ class DecoderStep(nn.Module):
         # (the cache is right-aligned).
         cached = past[0].size(2)
         width = cached if self.static else cached + 1
-        not_own = torch.arange(width, device=tokens.device) < width - 1 - offsets  # (rows, C), True: not its own
+        column = torch.arange(width, device=tokens.device)
+        one, zero = torch.ones((), dtype=torch.int32), torch.zeros((), dtype=torch.int32)
+        own_table: Tensor | None = None
+        if self.static:
+            # Each row's mask looked up by its position in a (C, C) table made of the shape alone: with a bucket's
+            # dimensions fixed onnxruntime folds the table to a constant, and a step runs one Gather where it ran
+            # a Sub, a Less and a Where (each a kernel of a replay). Row p of the table: a sentence at position p,
+            # which is below C in a static step (``static_example``).
+            table = column[None, :] < width - 1 - column[:, None]  # (C, C), True: not its own
+            not_own = table.index_select(0, offsets.reshape(-1))  # (rows, C)
+            if self.fused:  # the kernel's int32 key mask, looked up the same way
+                own_table = torch.where(table, zero, one).index_select(0, offsets.reshape(-1))
+        else:
+            not_own = column < width - 1 - offsets  # (rows, C), True: not its own
         self_mask = not_own[:, None, None, :] if not self.masked else None
 
         def cached_rows(t: Tensor) -> Tensor:  # the rows' past, without the oldest column when static
@@ -217,9 +230,8 @@ class DecoderStep(nn.Module):
         memory_mask = src_mask[:, None, None, :]
         if self.fused:  # the kernel's key masks, once for every layer: int32, 1 at a key the row may see
             # A Where between two int32 constants: one node each, where a Not and a Cast would be two.
-            one, zero = torch.ones((), dtype=torch.int32), torch.zeros((), dtype=torch.int32)
             if not self.masked:  # (a masked step takes its own, one column a step it has seen)
-                own = torch.where(not_own, zero, one)  # (rows, C)
+                own = own_table if own_table is not None else torch.where(not_own, zero, one)  # (rows, C)
             keep = torch.where(src_mask, zero, one)  # (B, S)
         present: list[Tensor] = []
         attention: list[Tensor] = []
@@ -318,6 +330,15 @@ def decoder_example(
         *(torch.randn(batch, heads, src_len, d_head) for _ in range(2 * cfg.decoder_layers)),
         *(torch.randn(rows, heads, step, d_head) for _ in range(2 * cfg.decoder_layers)),
     )
+
+
+def static_example(model: Transformer, **sizes: int) -> tuple[Tensor, ...]:
+    """``decoder_example`` for the static step (``DecoderStep(static=True)``): every position below the cache's
+    width ``step``, its rule (a sentence at position p owns the last p + 1 of the columns, so p < columns; the
+    engine moves a set to a wider bucket first), which the step's mask table relies on."""
+    tokens, positions, *rest = decoder_example(model, **sizes)
+    width = rest[-1].size(2)
+    return (tokens, positions.clamp(max=width - 1), *rest)
 
 
 def masked_example(model: Transformer, columns: int = 8, seen: int = 4) -> tuple[Tensor, ...]:

@@ -29,7 +29,15 @@ from training.export.common import ATTENTION_KINDS
 from training.export.optimize import to_fp16, to_fp16_weights, to_int8
 from training.export.weights import share_weights
 from training.fused import drop_unused_outputs, fuse_skip_layer_norm
-from training.incremental import DecoderStep, EncoderGraph, decoder_example, encoder_example, masked_example, spec
+from training.incremental import (
+    DecoderStep,
+    EncoderGraph,
+    decoder_example,
+    encoder_example,
+    masked_example,
+    spec,
+    static_example,
+)
 from training.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -89,7 +97,7 @@ def trace_graphs(
             (
                 "static_decoder",
                 DecoderStep(model, attention_layer, static=True, fused=fused),
-                decoder_example(model, step=5),
+                static_example(model, step=5),
             )
         )
     if masked:  # the step whose caches never move (core/graphs.py MASKED_STEP)

@@ -23,7 +23,7 @@ from training.config import ModelConfig
 from training.export.import_bundle import import_bundle
 from training.export.trace import trace_graphs
 from training.fused import MASKED, CachedSelfAttention, KeyMaskedAttention
-from training.incremental import decoder_example, encoder_example, spec
+from training.incremental import decoder_example, encoder_example, spec, static_example
 from training.model import Transformer
 
 
@@ -86,7 +86,7 @@ def test_fused_graphs_compute_what_the_plain_ones_compute(pre_norm: bool, tmp_pa
     examples = {
         "encoder": encoder_example(model, batch=3, src_len=6),
         "decoder": decoder_example(model, batch=3, hyps=2, src_len=5, step=4),
-        "static_decoder": decoder_example(model, batch=3, hyps=2, src_len=5, step=6),
+        "static_decoder": static_example(model, batch=3, hyps=2, src_len=5, step=6),
     }
     for role, example in examples.items():
         names = spec(role, model).input_names
