@@ -203,6 +203,11 @@ class Buffers:
         )
 
 
+def _lean(engine: Engine, attention: bool = False) -> bool:
+    """Whether a step that asks for attention rows or not (``attention``) replays the lean static step."""
+    return not attention and engine.static_lean_path is not None
+
+
 def _captures(runs: dict[int, int], cuda_graph: bool) -> tuple[int, bool]:
     """This thread's id, and whether its next run of a graph with these ``runs`` per thread may capture it
     (``CAPTURE_RUNS``): then the run enters the gate exclusive. The caller records the run in ``runs``."""
@@ -349,7 +354,7 @@ class BufferPool:
                 self._free_bytes -= found.nbytes
                 del self._released[id(found)]
                 return found
-        self.session(dims, self.engine.static_lean_path is not None)
+        self.session(dims, _lean(self.engine))
         return self._allocate(dims)
 
     def release(self, buffers: Buffers) -> None:
@@ -581,8 +586,7 @@ class StaticState:
             else:
                 for (_, value), part in zip(buffers.steps, (grid, at, order), strict=True):
                     value.update_inplace(np.ascontiguousarray(part))
-            lean = not attention and engine.static_lean_path is not None
-            bound = _binding(engine, buffers, graph_k, self._parity, lean)
+            bound = _binding(engine, buffers, graph_k, self._parity, _lean(engine, attention))
             thread, capturing = _captures(bound.runs, engine.cuda_graph)
             if not capturing:  # a replay (or no capture at all): in the same shared entry
                 outputs = _run(bound, attention)
@@ -801,7 +805,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                 buffers = pool.acquire(dims)
             for index, (k, parity) in enumerate((k, parity) for k in ks for parity in (0, 1)):
                 with GATE.shared():
-                    bound = _binding(engine, buffers, k, parity, engine.static_lean_path is not None)
+                    bound = _binding(engine, buffers, k, parity, _lean(engine))
                 # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the
                 # others are only bound.
                 for _ in range(CAPTURE_RUNS if engine.cuda_graph else int(index == 0)):

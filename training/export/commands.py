@@ -237,14 +237,13 @@ def _bundle_and_set(p: argparse.ArgumentParser) -> None:
 
 
 def _run_lean(args: argparse.Namespace) -> int:
-    from core.bundle import read_manifest, set_graphs
-    from core.graphs import STATIC_LEAN
+    from core.graphs import LEAN_STEP, STATIC_LEAN
     from training.export.lean import add_lean_step
 
-    entry = add_lean_step(args.bundle, args.set)
-    static = set_graphs(read_manifest(args.bundle), args.set, args.bundle).get(STATIC_LEAN)
-    written = {"lean_step": entry["file"], **({"static_lean_step": static["file"]} if static else {})}
-    print(json.dumps({**written, "set": args.set, "outputs": sorted(entry["outputs"])}, indent=2))
+    entries = add_lean_step(args.bundle, args.set)
+    keys = (("lean_step", LEAN_STEP), ("static_lean_step", STATIC_LEAN))
+    written = {key: entries[role]["file"] for key, role in keys if role in entries}
+    print(json.dumps({**written, "set": args.set, "outputs": sorted(entries[LEAN_STEP]["outputs"])}, indent=2))
     return 0
 
 

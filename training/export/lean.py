@@ -81,10 +81,10 @@ def check_lean(decoder: Path, lean: Path, manifest: dict[str, Any], atol: float,
     options.log_severity_level = 3
     full = ort.InferenceSession(str(decoder), options, providers=["CPUExecutionProvider"])
     thin = ort.InferenceSession(str(lean), options, providers=["CPUExecutionProvider"])
-    # The static step reads the cache's columns at any position below its width (cached): one column fewer.
-    feeds = random_step_inputs(manifest, batch, hyps, np.random.default_rng(0), source=5, cached=4)
-    if PACKED_STEP_IDS in {i.name for i in full.get_inputs()}:
-        feeds["positions"] = np.minimum(feeds["positions"], 3)
+    cached = 4
+    feeds = random_step_inputs(manifest, batch, hyps, np.random.default_rng(0), source=5, cached=cached)
+    if PACKED_STEP_IDS in {i.name for i in full.get_inputs()}:  # the static step: positions below its width
+        feeds["positions"] = np.minimum(feeds["positions"], cached - 1)
         packed = (feeds.pop("tokens").reshape(-1), feeds.pop("positions"), feeds.pop("reorder"))
         feeds[PACKED_STEP_IDS] = np.concatenate(packed)
     feeds = typed(feeds, full)
@@ -111,10 +111,12 @@ LEAN_OF = {"decoder": LEAN_STEP, "static_decoder": STATIC_LEAN}
 """Each step graph a set may have, and its lean one."""
 
 
-def add_lean_step(bundle: str | Path, graph_set: str = "cuda", *, manifest: dict[str, Any] | None = None) -> dict:
+def add_lean_step(
+    bundle: str | Path, graph_set: str = "cuda", *, manifest: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
     """Write ``graph_set``'s lean step beside its decoder and list it in the manifest, and the same for its static
-    step where the set has one (``STATIC_LEAN``); returns the lean step's entry. With ``manifest`` (an export's, not
-    yet written) the entries go into it and nothing else is written."""
+    step where the set has one (``STATIC_LEAN``); returns the entries written, by role. With ``manifest`` (an
+    export's, not yet written) the entries go into it and nothing else is written."""
     bundle = Path(bundle)
     written = manifest is None
     manifest = read_manifest(bundle) if manifest is None else manifest
@@ -140,7 +142,7 @@ def add_lean_step(bundle: str | Path, graph_set: str = "cuda", *, manifest: dict
         raise
     if written:
         write_manifest(bundle, {key: value for key, value in manifest.items() if key != "files"})
-    return graphs[LEAN_STEP]
+    return {role: graphs[role] for role in made}
 
 
 def _nodes(*paths: Path) -> list[int]:

@@ -155,16 +155,13 @@ def pack_static_io(path: Path) -> None:
         raise ValueError(f"{path}: no topk_logprobs and topk_ids outputs to pack")
     axis = const("pack_axis2", [2])
     (lp_type,) = [o.type.tensor_type.elem_type for o in graph.output if o.name == "topk_logprobs"]
-    nodes_out = [  # the log-probs are float32 in every set (fp16 ones keep them so): a Cast only where they are not
-        *(
-            []
-            if lp_type == TensorProto.FLOAT
-            else [helper.make_node("Cast", ["topk_logprobs"], ["pack_lp"], to=TensorProto.FLOAT)]
-        ),
+    lp, nodes_out = "topk_logprobs", []
+    if lp_type != TensorProto.FLOAT:  # float32 in every set (fp16 ones keep them so): a Cast only where they are not
+        lp = "pack_lp"
+        nodes_out.append(helper.make_node("Cast", ["topk_logprobs"], [lp], to=TensorProto.FLOAT))
+    nodes_out += [
         helper.make_node("Cast", ["topk_ids"], ["pack_ids"], to=TensorProto.FLOAT),
-        helper.make_node(
-            "Unsqueeze", ["topk_logprobs" if lp_type == TensorProto.FLOAT else "pack_lp", axis], ["pack_lp_2"]
-        ),
+        helper.make_node("Unsqueeze", [lp, axis], ["pack_lp_2"]),
         helper.make_node("Unsqueeze", ["pack_ids", axis], ["pack_ids_2"]),
         helper.make_node("Concat", ["pack_lp_2", "pack_ids_2"], [PACKED_TOPK], axis=2),
     ]
