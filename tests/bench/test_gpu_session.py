@@ -376,3 +376,23 @@ def test_the_masked_run_serves_the_default_and_the_masked_step_from_a_bundle_tha
         line for line in device_step("targets").splitlines() if "training export" in line and "/tmp/bundle" in line
     ]
     assert len(export) == 1 and "--masked-step" in export[0]
+
+
+def test_the_node_counts_show_each_lean_step_smaller_than_its_full_one(
+    tiny_fused_bundle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """graph_nodes.py on a fused GPU set with static steps: a line per step graph, each lean one with fewer nodes than
+    its full step, the static ones also counted as onnxruntime optimizes them with a batch-1 bucket fixed."""
+    from bench.gpu_session.graph_nodes import main
+
+    main([str(tiny_fused_bundle)])
+    import re
+
+    counts = {}  # role -> its node counts: besides constants, then (static steps) optimized
+    for line in capsys.readouterr().out.splitlines():
+        role, rest = line.split(": ", 1)
+        counts[role] = [int(n) for n in re.findall(r"(\d+) nodes", rest)]
+    assert set(counts) == {"decoder", "decoder_lean", "static_decoder", "static_decoder_lean"}
+    assert len(counts["decoder"]) == 1 and len(counts["static_decoder"]) == 2
+    for full in ("decoder", "static_decoder"):
+        assert all(lean < whole for lean, whole in zip(counts[f"{full}_lean"], counts[full], strict=True))
