@@ -22,7 +22,7 @@ import math
 import os
 import time
 from collections.abc import Hashable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,8 @@ COHORT_CELLS = 512
 """Padding (cache columns x beam) past which arrivals open a new cohort instead of joining the youngest."""
 DECODE_THREADS = 4
 """Most threads of ``Engine.decode_threads``: a server decodes with one (a GPU's default) or two running sets."""
+LANE_SENTENCES = 16
+"""The fewest sentences a lane of ``translate`` takes (``Engine.lanes``): a smaller batch decodes as fewer lanes."""
 
 
 class EngineError(RuntimeError):
@@ -446,6 +448,13 @@ class Engine:
         ends after a second idle, its thread, graphs and context stay); they end with the engine."""
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
+        self.lanes = 1
+        """Running sets ``translate`` splits a batch into, each stepped by a thread of its own on static decoder
+        sessions of its own (``load(lanes=...)``); 1: one set, every thread sharing the sessions."""
+        self.lane_threads: ThreadPoolExecutor | None = None
+        """The threads of lanes 2 and up (the caller's thread steps the first); they end with the engine."""
+        self.lane_sentences = LANE_SENTENCES
+        """The fewest sentences a lane takes (tests lower it)."""
         self.shortlist: Shortlist | None = None
         """With ``load(shortlist=True)``: the bundle's vocabulary shortlist, which the running sets' steps use."""
         self.shortlist_most = SHORTLIST_MOST
@@ -469,6 +478,7 @@ class Engine:
         shortlist: bool = False,
         lean_step: bool | None = None,
         masked_step: bool = False,
+        lanes: int = 1,
     ) -> Engine:
         """Verify the bundle (manifest, sha256 of every file) and open its graphs; BundleError if bad.
 
@@ -510,6 +520,13 @@ class Engine:
         from it and its session holds another copy of the decoder's weights (docs/inference-core.md). With
         ``static_step`` the same for the static step (``STATIC_LEAN``): a bucket then opens its full static step
         only when a step of its first asks for rows.
+
+        ``lanes`` (with ``static_step``): ``translate`` splits a batch of at least ``2 * LANE_SENTENCES`` sentences
+        into this many running sets (sources dealt by length, so that each set holds long and short ones), each
+        stepped by a thread of its own with static decoder sessions of its own (``BufferPool.lane``). On a GPU one
+        set's step then runs while the host searches another's: a session's runs share one CUDA stream and a lock,
+        so sets sharing sessions take turns. Each lane opens its own sessions (a copy of the decoder's weights a
+        bucket). 1 (the default): one set.
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -535,6 +552,10 @@ class Engine:
                 f"static_step: the {variant or 'main'} graphs of {bundle} lack {', '.join(STATIC_GRAPHS)}; re-export "
                 "the bundle with `--gpu-dtype fp16w --static-step`"
             )
+        if lanes < 1 or lanes > DECODE_THREADS:
+            raise EngineError(f"lanes={lanes} must be 1 to {DECODE_THREADS}")
+        if lanes > 1 and not static_step:
+            raise EngineError("lanes above 1 need static_step: only the static steps have sessions per lane")
         if masked_step and (static_step or shortlist):
             raise EngineError("masked_step runs neither with static_step nor with shortlist: choose one")
         if masked_step and MASKED_STEP not in files:
@@ -588,6 +609,8 @@ class Engine:
             _open_shortlist(engine, step_options, providers)
         if static_step or engine.provider == "CUDAExecutionProvider":
             engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
+        if lanes > 1:
+            engine.lanes, engine.lane_threads = lanes, ThreadPoolExecutor(lanes - 1, thread_name_prefix="mt-lane")
         if cohorts is None:
             cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1
         if cohorts < 1:
@@ -702,12 +725,29 @@ class Engine:
         return texts
 
     def _translate(self, sources: list[str | list[int]], options: DecodeOptions) -> list[Translation]:
+        lanes = min(self.lanes, len(sources) // self.lane_sentences)
+        if lanes <= 1 or self.lane_threads is None:
+            results = self._decode(list(enumerate(sources)), options)
+            return [results[i] for i in range(len(sources))]
+        by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        groups = [[(i, sources[i]) for i in by_length[lane::lanes]] for lane in range(lanes)]
+        futures = [self.lane_threads.submit(self._decode, group, options) for group in groups[1:]]
+        try:
+            results = self._decode(groups[0], options)
+        finally:  # the other lanes finish (or fail) before this returns or raises: none decodes on, unread
+            wait(futures)
+        for future in futures:
+            results.update(future.result())
+        return [results[i] for i in range(len(sources))]
+
+    def _decode(self, items: list[tuple[int, str | list[int]]], options: DecodeOptions) -> dict[Hashable, Translation]:
+        """``items`` (key, source) decoded together as one running set, on the calling thread."""
         running = self.running_set()
-        running.admit((i, source, options) for i, source in enumerate(sources))
+        running.admit((key, source, options) for key, source in items)
         results: dict[Hashable, Translation] = {}
         while running:
             results.update(running.step())
-        return [results[i] for i in range(len(sources))]
+        return results
 
     def warmup(self) -> None:
         """Run every graph once (sentences admitted mid-run, beam 2, attention on, then off: the lean step) so the

@@ -181,8 +181,8 @@ class Buffers:
     steps: list[tuple[str, ort.OrtValue]]
     """the step's host-written inputs by name: ``step_ids`` (a packed static decoder), or tokens, positions and
     reorder"""
-    bindings: dict[tuple[int, int, bool], _Binding] = field(default_factory=dict)
-    """by k, cache parity and lean step"""
+    bindings: dict[tuple[int, int, bool, int], _Binding] = field(default_factory=dict)
+    """by k, cache parity, lean step and lane (``BufferPool.lane``)"""
     into: _EncoderBinding | None = None
     """the binding of the encoder bucket of these slots and width that writes into ``memory``, once used"""
     nbytes: int = 0
@@ -288,12 +288,15 @@ class EncoderBucket:
 
 class BufferPool:
     """The engine's free ``Buffers`` per ``Dims``, and the decoder sessions of each ``Dims`` (the full static step,
-    and the lean one where the engine has it), opened on first use; thread-safe."""
+    and the lean one where the engine has it) and lane, opened on first use; thread-safe."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
         self._lock = threading.Lock()
-        self._sessions: dict[tuple[Dims, bool], StaticSession] = {}
+        self._sessions: dict[tuple[Dims, bool, int], StaticSession] = {}
+        """by bucket, lean or full, and lane"""
+        self._lane = threading.local()
+        self._lanes = 0
         self._free: dict[Dims, list[Buffers]] = {}
         self._free_bytes = 0
         self._released: dict[int, Buffers] = {}  # kept buffers by id, oldest release first
@@ -330,18 +333,32 @@ class BufferPool:
 
     @property
     def opened(self) -> set[Dims]:
-        """The buckets whose decoder (either step) has been opened."""
+        """The buckets whose decoder (either step, any lane) has been opened."""
         with self._lock:
-            return {d for d, _ in self._sessions}
+            return {d for d, _, _ in self._sessions}
+
+    def lane(self) -> int:
+        """The calling thread's lane: 0 for every thread of an engine with one (``Engine.lanes``), which then share
+        the sessions; else a number of the thread's own, given on its first call, so that two threads never step
+        on one session (its runs share a CUDA stream and ``StaticSession.run_lock``)."""
+        if self.engine.lanes == 1:
+            return 0
+        found = getattr(self._lane, "number", None)
+        if found is None:
+            with self._lock:
+                found = self._lane.number = self._lanes
+                self._lanes += 1
+        return found
 
     def session(self, dims: Dims, lean: bool) -> StaticSession:
-        """The decoder session of ``dims``, full or lean, opened on first use."""
+        """The calling thread's lane's decoder session of ``dims``, full or lean, opened on first use."""
+        key = (dims, lean, self.lane())
         with self._lock:
-            found = self._sessions.get((dims, lean))
+            found = self._sessions.get(key)
         if found is None:  # opened outside the lock: it takes a while, and a duplicate is harmless
             found = StaticSession(self.engine, dims, lean)
             with self._lock:
-                found = self._sessions.setdefault((dims, lean), found)
+                found = self._sessions.setdefault(key, found)
         return found
 
     def acquire(self, dims: Dims) -> Buffers:
@@ -413,8 +430,10 @@ def _step_inputs(engine: Engine, dims: Dims, value: Any) -> list[tuple[str, ort.
 
 
 def _binding(engine: Engine, buffers: Buffers, k: int, parity: int, lean: bool) -> _Binding:
-    """The binding of ``buffers`` for this ``k`` and cache parity, to the full static step or the lean one."""
-    found = buffers.bindings.get((k, parity, lean))
+    """The binding of ``buffers`` for this ``k`` and cache parity, to the full static step or the lean one of the
+    calling thread's lane."""
+    key = (k, parity, lean, engine.static_pool.lane())
+    found = buffers.bindings.get(key)
     if found is not None:
         return found
     dims, session = buffers.dims, engine.static_pool.session(buffers.dims, lean)
@@ -449,7 +468,7 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int, lean: bool) 
         run_options = ort.RunOptions()
         run_options.add_run_config_entry("gpu_graph_id", str(session.graph_id()))
     found = _Binding(session, binding, run_options, outputs, rows, k_value)
-    buffers.bindings[(k, parity, lean)] = found
+    buffers.bindings[key] = found
     return found
 
 

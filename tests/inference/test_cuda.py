@@ -201,9 +201,9 @@ def test_the_lean_static_step_replays_on_cuda_beside_the_full_one(tiny_fused_bun
     for batch in (1, 5, 24):
         for c, g in zip(_decode(cpu_engine, options, batch), _decode(static, options, batch), strict=True):
             assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
-    assert {lean for _, lean in static.static_pool._sessions} == {True}
+    assert {lean for _, lean, _ in static.static_pool._sessions} == {True}
     _assert_decodes_like(cpu_engine, static, (1, 5))  # rows asked: the full step, over the same buffers
-    assert {lean for _, lean in static.static_pool._sessions} == {True, False}
+    assert {lean for _, lean, _ in static.static_pool._sessions} == {True, False}
     running, done = static.running_set(), {}
     for i, text in enumerate(TEXTS):  # every other sentence asks for rows: the set switches graphs step by step
         running.admit([(i, text, BEAM if i % 2 else options)])

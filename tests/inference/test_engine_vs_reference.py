@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +31,15 @@ TEXTS = [s for s, _ in PAIRS] + [
 BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 
 
-@pytest.fixture(scope="module", params=["dynamic", "static", "fused", "fused-static", "masked", "fused-masked"])
+@pytest.fixture(
+    scope="module", params=["dynamic", "static", "fused", "fused-static", "fused-static-lanes", "masked", "fused-masked"]
+)
 def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     """The engine as it runs by default, with fixed-shape state (inference/static_state.py), which on a GPU
     replays each step as a CUDA graph, both on graphs exported with fused attention (training/fused.py; the fused
     static steps with the lean one where no sentence asks for attention rows, as on CUDA), and with caches that never
-    move (inference/clock_state.py) on plain and fused graphs: all must decode exactly like the reference."""
+    move (inference/clock_state.py) on plain and fused graphs, and the fused static steps with a batch split into two
+    running sets on two threads (``lanes``, from 2 sentences on): all must decode exactly like the reference."""
     if request.param.endswith("masked"):
         bundle = request.getfixturevalue("tiny_masked_bundle")
         graphs = "cuda" if request.param.startswith("fused") else "main"
@@ -43,6 +47,11 @@ def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     if request.param == "static":
         bundle = request.getfixturevalue("tiny_static_bundle")
         return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    if request.param == "fused-static-lanes":
+        bundle = request.getfixturevalue("tiny_fused_bundle")
+        lanes = Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lanes=2)
+        lanes.lane_sentences = 1
+        return lanes
     if request.param.startswith("fused"):
         bundle = request.getfixturevalue("tiny_fused_bundle")
         static = request.param == "fused-static"
@@ -254,7 +263,7 @@ def test_running_set_admits_between_steps_like_the_reference(
     if engine.static_step:  # sentences placed into free slots; the state moved to larger buckets
         assert {"place", "resize"} <= set(graphs) and not {"merge", "select", "trim"} & set(graphs)
         # with a lean static step the steps took both graphs, as each asked for attention rows or not
-        steps = {lean for _, lean in engine.static_pool._sessions}
+        steps = {lean for _, lean, _ in engine.static_pool._sessions}
         assert steps == ({False, True} if engine.static_lean_path else {False}), steps
     elif engine.masked_step:  # nothing gathered, merged or trimmed: the encoder, the masked step, its moves
         assert {"encoder", "decoder_masked"} <= set(graphs) <= {"encoder", "decoder_masked", "masked_move"}
@@ -404,3 +413,39 @@ def test_the_static_pool_keeps_at_most_its_byte_budget_and_translates_the_same(
     bounded, bounded_bytes, bounded_kept = run(budget)
     assert bounded == unbounded
     assert 0 < bounded_bytes <= budget and bounded_kept < unbounded_kept
+
+
+def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
+    tiny_fused_bundle: Path, model: Transformer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``lanes=2`` a batch decodes as two running sets, one on the caller's thread and one on the engine's lane
+    thread, each stepping on static sessions of its own (two lanes, every bucket they met opened in each), and the
+    translations come back in order, each the reference's; a batch under two lanes' worth decodes on the caller
+    alone; a bad source in either lane fails the call after both lanes stopped."""
+    engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lanes=2)
+    engine.lane_sentences = 3
+    sources = [engine.tokenize(t) for t in TEXTS]
+    threads: dict[int, list[str]] = {}
+    decode = engine._decode
+
+    def recorded(items: list[tuple[int, object]], options: DecodeOptions) -> dict:
+        threads.setdefault(threading.get_ident(), []).extend(str(key) for key, _ in items)
+        return decode(items, options)
+
+    monkeypatch.setattr(engine, "_decode", recorded)
+    got = engine.translate_ids(sources, BEAM)
+    assert len(threads) == 2 and threading.get_ident() in threads
+    assert sorted(key for keys in threads.values() for key in keys) == sorted(str(i) for i in range(len(sources)))
+    for source, translation in zip(sources, got, strict=True):
+        _assert_same(translation, _reference(model, source, BEAM), engine.eos_id)
+    lanes = {lane for _, _, lane in engine.static_pool._sessions}
+    assert lanes == {0, 1}, engine.static_pool._sessions.keys()
+    threads.clear()
+    engine.translate_ids(sources[:5], BEAM)  # 5 // 3: one lane
+    assert list(threads) == [threading.get_ident()]
+    bad = [*sources[:6], [engine.vocab_size + 5]]
+    with pytest.raises(ValueError, match="id"):
+        engine.translate_ids(bad, BEAM)
+    assert engine.translate_ids(sources[:6], BEAM)[0].best.token_ids == got[0].best.token_ids  # still serves
+    with pytest.raises(engine_module.EngineError, match="static_step"):
+        Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=2)

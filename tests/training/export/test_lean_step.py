@@ -170,12 +170,12 @@ def test_static_running_sets_step_lean_where_nobody_asked_for_rows_and_translate
     assert lean.static_lean_path is not None and full.static_lean_path is None  # on the CPU: off by default
     options = DecodeOptions(beam_size=3, n_best=2)
     got = lean.translate(TEXTS, options)
-    assert {step for _, step in lean.static_pool._sessions} == {True}
+    assert {step for _, step, _ in lean.static_pool._sessions} == {True}
     for a, b in zip(got, full.translate(TEXTS, options), strict=True):
         assert [(h.token_ids, h.score) for h in a.hypotheses] == [(h.token_ids, h.score) for h in b.hypotheses]
     rows = DecodeOptions(beam_size=3, return_attention=True)
     with_rows = lean.translate(TEXTS, rows)
-    assert {step for _, step in lean.static_pool._sessions} == {True, False}
+    assert {step for _, step, _ in lean.static_pool._sessions} == {True, False}
     for a, b in zip(with_rows, full.translate(TEXTS, rows), strict=True):
         assert a.best.token_ids == b.best.token_ids
         np.testing.assert_array_equal(np.array(a.best.attention), np.array(b.best.attention))
