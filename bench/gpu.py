@@ -57,6 +57,7 @@ SYSTEMS = [
     "cuda-fp16-static",
     "cuda-fp16-fused-static",
     "cuda-fp16-fused-static-full",
+    "cuda-fp16-fused-static-lanes2",
     "cuda-fp32-static",
     "cpu-fp32",
 ]
@@ -67,6 +68,7 @@ STATIC = {
     "cuda-fp16-static": ("fp16s", True),
     "cuda-fp16-fused-static": ("fp16s-fused", True),
     "cuda-fp16-fused-static-full": ("fp16s-fused", True),
+    "cuda-fp16-fused-static-lanes2": ("fp16s-fused", True),
     "cuda-fp32-static": ("fp32s", True),
 }
 """The static-shape state (Engine.load static_step) on a graph set: each step replayed as a CUDA graph, or
@@ -75,7 +77,10 @@ whether fp16 arithmetic pays once the launches are gone (fp16s: the fp16 GPU set
 fp32-static (fp32s: an fp32 GPU set with the static graphs): the issue's fp16 / fp32 ratio with replay on both;
 fp16-fused-static the fp16 static step with fused attention, the fewest kernels a replay can hold; it replays the
 lean static step where nobody asks for attention rows (core/graphs.py ``STATIC_LEAN``, session 44), and
-fp16-fused-static-full the same graphs loaded with ``lean_step=False``, every step the full one."""
+fp16-fused-static-full the same graphs loaded with ``lean_step=False``, every step the full one;
+fp16-fused-static-lanes2 the same graphs loaded with ``lanes=2``: a batch of 32 sentences or more decodes as two
+running sets, each on a thread and static sessions of its own, so that one set's replay runs while the host searches
+the other's (session 45; at batch 1 it is fp16-fused-static)."""
 
 
 def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
@@ -153,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         for system in static:
             graphs, replay = STATIC[system]
             lean = False if system.endswith("-full") else None  # None: the engine's default, lean on CUDA
+            lanes = 2 if system.endswith("-lanes2") else 1
             engines[system] = Engine.load(
-                work / graphs, provider="cuda", static_step=True, cuda_graph=replay, lean_step=lean
+                work / graphs, provider="cuda", static_step=True, cuda_graph=replay, lean_step=lean, lanes=lanes
             )
     except EngineError as err:
         raise SystemExit(f"CUDA provider unusable: {err}") from err

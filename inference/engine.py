@@ -521,12 +521,15 @@ class Engine:
         ``static_step`` the same for the static step (``STATIC_LEAN``): a bucket then opens its full static step
         only when a step of its first asks for rows.
 
-        ``lanes`` (with ``static_step``): ``translate`` splits a batch of at least ``2 * LANE_SENTENCES`` sentences
-        into this many running sets (sources dealt by length, so that each set holds long and short ones), each
-        stepped by a thread of its own with static decoder sessions of its own (``BufferPool.lane``). On a GPU one
-        set's step then runs while the host searches another's: a session's runs share one CUDA stream and a lock,
-        so sets sharing sessions take turns. Each lane opens its own sessions (a copy of the decoder's weights a
-        bucket). 1 (the default): one set.
+        ``lanes``: ``translate`` splits a batch of at least ``2 * LANE_SENTENCES`` sentences into this many running
+        sets (sources dealt by length, so that each set holds long and short ones), each stepped by a thread of its
+        own, the first on the caller's: while one set's graphs run (onnxruntime lets go of Python's lock), the host
+        searches another's. With ``static_step`` each lane also steps on static decoder sessions of its own
+        (``BufferPool.lane``: a session's runs share one CUDA stream and a lock, so sets sharing one take turns), a
+        copy of the decoder's weights a bucket and lane; the other graphs are shared (onnxruntime runs a session
+        from several threads at once). Give each lane its share of the cores (``threads``). With int8 graphs a
+        sentence's batch mates move its rounding, so lanes change some outputs as batch sizes do (docs/bundle.md,
+        "Batch mates"). 1 (the default): one set.
         """
         bundle = Path(bundle_dir)
         manifest = read_manifest(bundle)
@@ -554,8 +557,6 @@ class Engine:
             )
         if lanes < 1 or lanes > DECODE_THREADS:
             raise EngineError(f"lanes={lanes} must be 1 to {DECODE_THREADS}")
-        if lanes > 1 and not static_step:
-            raise EngineError("lanes above 1 need static_step: only the static steps have sessions per lane")
         if masked_step and (static_step or shortlist):
             raise EngineError("masked_step runs neither with static_step nor with shortlist: choose one")
         if masked_step and MASKED_STEP not in files:

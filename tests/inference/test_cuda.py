@@ -233,6 +233,19 @@ def test_running_sets_in_two_threads_capture_and_replay_like_one_thread(
             assert got == expected
 
 
+def test_lanes_capture_and_replay_on_sessions_of_their_own(tiny_fused_bundle: Path, cpu_engine: Engine) -> None:
+    """``lanes=2`` on CUDA: a batch decodes as two running sets on two threads, each capturing and replaying its own
+    static sessions' graphs (two lanes of sessions), twice over (the second time replays): the CPU's beams."""
+    lanes = Engine.load(tiny_fused_bundle, provider="cuda", graphs="cuda", static_step=True, lanes=2)
+    lanes.lane_sentences = 2
+    for _ in range(2):
+        for batch in (5, 24):
+            expected = _decode(cpu_engine, BEAM, batch)
+            for c, g in zip(expected, _decode(lanes, BEAM, batch), strict=True):
+                assert [h.token_ids for h in g.hypotheses] == [h.token_ids for h in c.hypotheses]
+    assert {lane for _, _, lane in lanes.static_pool._sessions} == {0, 1}
+
+
 def test_a_warm_up_captures_on_the_decoding_thread_and_later_sets_only_replay(
     tiny_static_bundle: Path, cpu_engine: Engine
 ) -> None:

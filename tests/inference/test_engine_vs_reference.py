@@ -32,14 +32,16 @@ BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 
 
 @pytest.fixture(
-    scope="module", params=["dynamic", "static", "fused", "fused-static", "fused-static-lanes", "masked", "fused-masked"]
+    scope="module",
+    params=["dynamic", "dynamic-lanes", "static", "fused", "fused-static", "fused-static-lanes", "masked", "fused-masked"],
 )
 def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     """The engine as it runs by default, with fixed-shape state (inference/static_state.py), which on a GPU
     replays each step as a CUDA graph, both on graphs exported with fused attention (training/fused.py; the fused
     static steps with the lean one where no sentence asks for attention rows, as on CUDA), and with caches that never
     move (inference/clock_state.py) on plain and fused graphs, and the fused static steps with a batch split into two
-    running sets on two threads (``lanes``, from 2 sentences on): all must decode exactly like the reference."""
+    running sets on two threads (``lanes``, from 2 sentences on), and the default graphs so split: all must decode
+    exactly like the reference."""
     if request.param.endswith("masked"):
         bundle = request.getfixturevalue("tiny_masked_bundle")
         graphs = "cuda" if request.param.startswith("fused") else "main"
@@ -47,9 +49,11 @@ def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     if request.param == "static":
         bundle = request.getfixturevalue("tiny_static_bundle")
         return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
-    if request.param == "fused-static-lanes":
-        bundle = request.getfixturevalue("tiny_fused_bundle")
-        lanes = Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lanes=2)
+    if request.param.endswith("lanes"):
+        static = request.param.startswith("fused")
+        bundle = request.getfixturevalue("tiny_fused_bundle") if static else tiny_bundle
+        graphs = "cuda" if static else "auto"
+        lanes = Engine.load(bundle, provider="cpu", threads=1, graphs=graphs, static_step=static, lanes=2)
         lanes.lane_sentences = 1
         return lanes
     if request.param.startswith("fused"):
@@ -447,5 +451,5 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     with pytest.raises(ValueError, match="id"):
         engine.translate_ids(bad, BEAM)
     assert engine.translate_ids(sources[:6], BEAM)[0].best.token_ids == got[0].best.token_ids  # still serves
-    with pytest.raises(engine_module.EngineError, match="static_step"):
-        Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=2)
+    with pytest.raises(engine_module.EngineError, match="lanes=5"):
+        Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=5)
