@@ -19,6 +19,7 @@ COMMANDS = {
     "search-cost": "bench.search_cost",
     "ban-rate": "bench.ban_rate",
     "batch-mates": "bench.batch_mates",
+    "lanes": "bench.lanes",
     "gpu": "bench.gpu",
     "ort-beam-search": "bench.ort_beam_search",
     "attention": "bench.attention",
