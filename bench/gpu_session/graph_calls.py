@@ -6,7 +6,7 @@ buckets it opens, on the CPU with the capture flags a GPU sets (the admissions t
 
 Translates INPUT's first N sentences (default 40, what ``static_host.py`` takes at batch 1) in batches of BATCH,
 beam 4, with the bundle's GPU set, and prints each graph's calls, the bucket moves ``grow`` made (axis: from, to),
-and the buckets opened. ``--columns-slack`` sets ``static_state.COLUMNS_SLACK`` (-1000: a new set starts at the
+the buckets opened, and the steps by bucket (slots, cache columns) and by the sentences they ran. ``--columns-slack`` sets ``static_state.COLUMNS_SLACK`` (-1000: a new set starts at the
 fewest cache columns, as before session 42). On an H100 in session 42 a batch-1 sentence spent 1.8 ms in these
 graphs (``static_host.py``); this says which calls those were. ``--reach`` instead translates each sentence alone
 with the bundle's main graphs and prints how far past its source's length its hypotheses ran (the cache columns its
@@ -56,17 +56,33 @@ def main(argv: list[str]) -> int:
                 moves[f"{axis} {getattr(a, axis)}->{getattr(b, axis)}"] += 1
         grow(self, old, new)
 
+    steps: collections.Counter[tuple[int, int]] = collections.Counter()  # (slots, columns) of each step's bucket
+    alive: collections.Counter[str] = collections.Counter()  # steps by the sentences running in them
+    step = static_state.StaticState.step
+
+    def counted(self: static_state.StaticState, tokens: Any, *rest: Any, **kwargs: Any) -> Any:
+        out = step(self, tokens, *rest, **kwargs)
+        assert self.buffers is not None
+        steps[(self.buffers.dims.slots, self.buffers.dims.columns)] += 1
+        n = len(tokens)
+        alive["1-7" if n < 8 else "8-31" if n < 32 else "32-127" if n < 128 else "128+"] += 1
+        return out
+
     static_state.StaticState._grow = recorded  # type: ignore[method-assign]
+    static_state.StaticState.step = counted  # type: ignore[method-assign]
     options = DecodeOptions(beam_size=4)
     try:
         for start in range(0, len(texts), args.batch):
             engine.translate(texts[start : start + args.batch], options)
     finally:
         static_state.StaticState._grow = grow  # type: ignore[method-assign]
+        static_state.StaticState.step = step  # type: ignore[method-assign]
     opened = sorted(tuple(vars(d).values()) for d in engine.static_pool.opened)
     print(f"COLUMNS_SLACK {static_state.COLUMNS_SLACK}, {len(texts)} sentences in batches of {args.batch}")
     print(f"graph calls: {dict(collections.Counter(roles)) or 'none'}; grow moves: {dict(moves) or 'none'}")
     print(f"buckets opened (slots, hyps, width, columns): {opened}")
+    print(f"steps {sum(steps.values())} by bucket (slots, columns): {dict(sorted(steps.items()))}")
+    print(f"steps by sentences running: {dict(alive)}")
     return 0
 
 
