@@ -6,8 +6,9 @@ buckets it opens, on the CPU with the capture flags a GPU sets (the admissions t
 
 Translates INPUT's first N sentences (default 40, what ``static_host.py`` takes at batch 1) in batches of BATCH,
 beam 4, with the bundle's GPU set, and prints each graph's calls, the bucket moves ``grow`` made (axis: from, to),
-the buckets opened, and the steps by bucket (slots, cache columns) and by the sentences they ran. ``--columns-slack`` sets ``static_state.COLUMNS_SLACK`` (-1000: a new set starts at the
-fewest cache columns, as before session 42). On an H100 in session 42 a batch-1 sentence spent 1.8 ms in these
+the buckets opened, and the steps by bucket (slots, cache columns) and by the sentences they ran.
+``--columns-slack`` sets ``static_state.COLUMNS_SLACK`` (-1000: a new set starts at the fewest cache columns, as
+before session 42). On an H100 in session 42 a batch-1 sentence spent 1.8 ms in these
 graphs (``static_host.py``); this says which calls those were. ``--reach`` instead translates each sentence alone
 with the bundle's main graphs and prints how far past its source's length its hypotheses ran (the cache columns its
 set needed), and what a new set's first columns of ``source + slack`` would do for a few slacks: how many sentences

@@ -33,7 +33,16 @@ BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
 
 @pytest.fixture(
     scope="module",
-    params=["dynamic", "dynamic-lanes", "static", "fused", "fused-static", "fused-static-lanes", "masked", "fused-masked"],
+    params=[
+        "dynamic",
+        "dynamic-lanes",
+        "static",
+        "fused",
+        "fused-static",
+        "fused-static-lanes",
+        "masked",
+        "fused-masked",
+    ],
 )
 def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     """The engine as it runs by default, with fixed-shape state (inference/static_state.py), which on a GPU
