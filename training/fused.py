@@ -62,8 +62,9 @@ class CachedSelfAttention(torch.autograd.Function):
     projections before their ``bias`` (3 * d_model, added inside the kernel: on CUDA in the kernel that splits the
     heads, instead of a broadcast before a Gemm), ``own`` (rows, T + 1) int32, 1 at the columns that are the row's
     own (the cache is shared by sentences at different positions), ``past_key`` / ``past_value`` (rows, heads, T,
-    d_head). Returns the attention output (rows, 1, d_model) and the grown cache, (rows, heads, T + 1, d_head)
-    each."""
+    d_head), ``heads`` their head count (an int: the static step's past comes out of a Reshape whose head axis the
+    trace does not know). Returns the attention output (rows, 1, d_model) and the grown cache, (rows, heads, T + 1,
+    d_head) each."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -75,8 +76,8 @@ class CachedSelfAttention(torch.autograd.Function):
         own: Tensor,
         past_key: Tensor,
         past_value: Tensor,
+        heads: int,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        heads = past_key.size(1)
         query, key, value = _biased(query, key, value, bias)
         keys = torch.cat([past_key, _heads(key, heads)], dim=2)
         values = torch.cat([past_value, _heads(value, heads)], dim=2)
@@ -85,14 +86,16 @@ class CachedSelfAttention(torch.autograd.Function):
         return _attend(scores, values), keys, values
 
     @staticmethod
-    def symbolic(g: Any, query: Any, key: Any, value: Any, bias: Any, own: Any, past_key: Any, past_value: Any) -> Any:
-        from torch.onnx.symbolic_helper import _get_tensor_dim_size, _is_none
+    def symbolic(
+        g: Any, query: Any, key: Any, value: Any, bias: Any, own: Any, past_key: Any, past_value: Any, heads: int
+    ) -> Any:
+        from torch.onnx.symbolic_helper import _is_none
 
         none = _placeholder(g)  # no attention bias
         outputs = g.op(
             "com.microsoft::MultiHeadAttention",
             *(query, key, value, none if _is_none(bias) else bias, own, none, past_key, past_value),
-            num_heads_i=_get_tensor_dim_size(past_key, 1),
+            num_heads_i=heads,
             outputs=3,
         )
         return _typed(outputs, (query, 3), (past_key, 4), (past_key, 4))

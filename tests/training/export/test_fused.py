@@ -157,7 +157,7 @@ def test_the_pytorch_side_computes_what_the_model_attends() -> None:
     past_k, past_v = torch.randn(rows, heads, cached, d_head), torch.randn(rows, heads, cached, d_head)
     own = torch.ones(rows, cached + 1, dtype=torch.int32)
     own[1, :3], own[3, :5] = 0, 0  # rows that started later own only the last columns
-    out, keys, values = CachedSelfAttention.apply(*new, None, own, past_k, past_v)
+    out, keys, values = CachedSelfAttention.apply(*new, None, own, past_k, past_v, heads)
     expected_keys = torch.cat([past_k, split(new[1])], dim=2)
     expected_values = torch.cat([past_v, split(new[2])], dim=2)
     torch.testing.assert_close(keys, expected_keys)
