@@ -4,8 +4,9 @@
 
 For each step graph of the set (decoder, its lean step, static_decoder, its lean step): its nodes that are not
 constants, its Casts, and the nodes left in onnxruntime's optimized graph of the static steps with a batch-1 bucket's
-dimensions fixed (the CPU session's, whose own Casts for fp16 operators are not counted): a proxy for the kernels of a
-replay where no GPU is at hand (docs/inference-core.md, session 44). On a GPU, ``kernels.py`` counts the kernels.
+dimensions fixed (the CPU session's, whose own Casts for fp16 operators are not counted), and of those the ones that
+are not views (``ALIASES``: a Reshape launches nothing on CUDA): a proxy for the kernels of a replay where no GPU is
+at hand (docs/inference-core.md, sessions 44 and 45). On a GPU, ``kernels.py`` counts the kernels.
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ BATCH_1 = {"batch": 1, "hyps": 4, "rows": 4, "src_len": 32, "steps": 32, "packed
 """A batch-1 bucket of the static path: one slot of four hypotheses, 32 source positions and cache columns."""
 
 
-def optimized_nodes(path: Path) -> int:
-    """Nodes of onnxruntime's optimized graph (extended level, the CPU provider) with ``BATCH_1`` fixed, less Casts."""
+ALIASES = ("Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity")
+"""Nodes whose output onnxruntime's CUDA provider makes a view of their input: no kernel a replay."""
+
+
+def optimized_nodes(path: Path) -> tuple[int, int]:
+    """Nodes of onnxruntime's optimized graph (extended level, the CPU provider) with ``BATCH_1`` fixed, less Casts;
+    and of those, the ones that are not ``ALIASES``."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
@@ -36,7 +42,8 @@ def optimized_nodes(path: Path) -> int:
             options.add_free_dimension_override_by_name(name, value)
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
-    return sum(1 for node in graph.node if node.op_type != "Cast")
+    nodes = [node for node in graph.node if node.op_type != "Cast"]
+    return len(nodes), sum(1 for node in nodes if node.op_type not in ALIASES)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,7 +57,8 @@ def main(argv: list[str] | None = None) -> None:
         ops = collections.Counter(n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node)
         line = f"{role}: {sum(ops.values()) - ops['Constant']} nodes besides constants, {ops['Cast']} Casts"
         if role.startswith("static"):
-            line += f"; optimized with a batch-1 bucket fixed: {optimized_nodes(path)} nodes besides Casts"
+            nodes, kernels = optimized_nodes(path)
+            line += f"; optimized with a batch-1 bucket fixed: {nodes} nodes besides Casts, {kernels} besides views"
         print(line, flush=True)
 
 
