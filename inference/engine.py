@@ -449,8 +449,8 @@ class Engine:
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
         self.lanes = 1
-        """Running sets ``translate`` splits a batch into, each stepped by a thread of its own on static decoder
-        sessions of its own (``load(lanes=...)``); 1: one set, every thread sharing the sessions."""
+        """Running sets ``translate`` splits a batch into, each stepped by a thread of its own (with static steps on
+        static decoder sessions of its own: ``load(lanes=...)``); 1: one set, every thread sharing the sessions."""
         self.lane_threads: ThreadPoolExecutor | None = None
         """The threads of lanes 2 and up (the caller's thread steps the first); they end with the engine."""
         self.lane_sentences = LANE_SENTENCES
@@ -730,6 +730,10 @@ class Engine:
         if lanes <= 1 or self.lane_threads is None:
             results = self._decode(list(enumerate(sources)), options)
             return [results[i] for i in range(len(sources))]
+        _check_options(options)  # what one set's admission refuses, refused before any lane decodes
+        for i, source in enumerate(sources):
+            if not isinstance(source, str):
+                self.check_ids(source, i)
         by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         groups = [[(i, sources[i]) for i in by_length[lane::lanes]] for lane in range(lanes)]
         futures = [self.lane_threads.submit(self._decode, group, options) for group in groups[1:]]

@@ -434,7 +434,8 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     """With ``lanes=2`` a batch decodes as two running sets, one on the caller's thread and one on the engine's lane
     thread, each stepping on static sessions of its own (two lanes, every bucket they met opened in each), and the
     translations come back in order, each the reference's; a batch under two lanes' worth decodes on the caller
-    alone; a bad source in either lane fails the call after both lanes stopped."""
+    alone; a bad source is refused before either lane decodes, as one set refuses it before admitting any; a lane
+    that fails fails the call, after the others stopped, and the engine serves on."""
     engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lanes=2)
     engine.lane_sentences = 3
     sources = [engine.tokenize(t) for t in TEXTS]
@@ -457,8 +458,23 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     engine.translate_ids(sources[:5], BEAM)  # 5 // 3: one lane
     assert list(threads) == [threading.get_ident()]
     bad = [*sources[:6], [engine.vocab_size + 5]]
-    with pytest.raises(ValueError, match="id"):
+    threads.clear()
+    with pytest.raises(ValueError, match="source 6, position 0"):
         engine.translate_ids(bad, BEAM)
+    assert not threads  # refused before either lane decoded
+    caller = threading.get_ident()
+
+    def failing(items: list[tuple[int, object]], options: DecodeOptions) -> dict:
+        if threading.get_ident() != caller:
+            raise RuntimeError("the lane failed")
+        threads.setdefault(caller, []).append("decoded")
+        return decode(items, options)
+
+    monkeypatch.setattr(engine, "_decode", failing)
+    with pytest.raises(RuntimeError, match="the lane failed"):
+        engine.translate_ids(sources, BEAM)
+    assert threads == {caller: ["decoded"]}  # the caller's lane ran to its end before the call raised
+    monkeypatch.setattr(engine, "_decode", decode)
     assert engine.translate_ids(sources[:6], BEAM)[0].best.token_ids == got[0].best.token_ids  # still serves
     with pytest.raises(engine_module.EngineError, match="lanes=5"):
         Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=5)
