@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -757,14 +758,36 @@ class Engine:
     def warmup(self) -> None:
         """Run every graph once (sentences admitted mid-run, beam 2, attention on, then off: the lean step) so the
         first request is fast; with static steps, on a decoding thread, and open the buckets of ``static_warm``
-        first."""
+        first: with lanes, every lane's, each on a decoding thread of its own (``_warm_lanes``)."""
         if self.decode_threads is not None:
+            if self.static_warm and self.lanes > 1:
+                self._warm_lanes()
             self.decode_threads.submit(self._warmup).result()
         else:
             self._warmup()
 
+    def _warm_lanes(self) -> None:
+        """With lanes each thread that steps has static sessions of its own (``BufferPool.lane``): open the buckets
+        of ``static_warm`` for ``lanes`` decoding threads at once, all started before any warms (so that they are
+        distinct threads: the pool's, which a server's running sets then take), each with buffers of its own (held
+        until it is done), so that as many sets stepping at once find a bucket's buffers bound for their lane
+        (``BufferPool.acquire``); their captures take the device one at a time (inference/capture.py). Each lane
+        fills up to ``WARM_BYTES`` of buffers."""
+        assert self.decode_threads is not None
+        started = threading.Barrier(self.lanes)
+
+        def one() -> None:
+            started.wait(timeout=60)
+            self._warm_static()
+
+        try:
+            for future in [self.decode_threads.submit(one) for _ in range(self.lanes)]:
+                future.result()
+        except threading.BrokenBarrierError:
+            log.warning("static steps: the decoding threads did not all start; some lanes open on first use")
+
     def _warmup(self) -> None:
-        if self.static_warm:
+        if self.static_warm and self.lanes == 1:  # with lanes, _warm_lanes did
             self._warm_static()
         token = min(4, self.vocab_size - 1)
         options = DecodeOptions(beam_size=2, max_length=4, max_length_ratio=1.0, return_attention=True)

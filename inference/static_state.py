@@ -362,12 +362,16 @@ class BufferPool:
         return found
 
     def acquire(self, dims: Dims) -> Buffers:
-        """Free buffers of ``dims``, or new ones with the session a set's steps take first opened (the lean step's
-        where the engine has it: most steps ask for no attention rows)."""
+        """Free buffers of ``dims`` (with lanes, preferably ones bound for the calling thread's lane), or new ones with
+        the session a set's steps take first opened (the lean step's where the engine has it: most steps ask for no
+        attention rows)."""
+        lane = self.lane()  # (outside the lock: a thread's first call takes it)
         with self._lock:
             free = self._free.get(dims)
             if free:
-                found = free.pop()
+                # The latest released, or the latest with bindings for this thread's lane: its graphs are captured
+                mine = [i for i, buffers in enumerate(free) if any(key[3] == lane for key in buffers.bindings)]
+                found = free.pop(mine[-1] if mine else -1)
                 self._free_bytes -= found.nbytes
                 del self._released[id(found)]
                 return found

@@ -157,6 +157,7 @@ def create_app(
             shortlist=settings.shortlist,
             cohorts=settings.cohorts,
             graphs=settings.graphs,
+            lanes=settings.lanes,
         )
     threads = engine_threads(settings)
     if threads != settings.threads:

@@ -63,11 +63,12 @@ def load_engine(
     shortlist: bool = False,
     cohorts: int = 0,
     graphs: str = "auto",
+    lanes: int = 1,
 ) -> Engine:
     """The real engine (onnxruntime), imported only when a real bundle is loaded; ``cohorts`` 0: the engine's
     default; ``graphs``: which of the bundle's graph sets (``Engine.load``); ``static_warm``: with ``static_step``,
     the largest running sets whose buckets the warm-up opens; ``shortlist``: the bundle's vocabulary shortlist where
-    it has one (a warning where it has none)."""
+    it has one (a warning where it has none); ``lanes``: static sessions per decoding thread (``Engine.load``)."""
     from inference.engine import Engine as OnnxEngine
 
     if shortlist and "shortlist" not in read_manifest(bundle, verify=False):
@@ -90,6 +91,7 @@ def load_engine(
         shortlist=shortlist,
         cohorts=cohorts or None,
         graphs=graphs,
+        lanes=lanes,
     )
 
 

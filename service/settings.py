@@ -131,6 +131,17 @@ class Settings(BaseSettings):
         "as CUDA graphs on the thread that will decode), within 1 GiB of buffers, smallest first; larger ones open on "
         "first use. -1: MT_MAX_BATCH_SENTENCES; 0: none, every bucket opens on first use (docs/inference-core.md).",
     )
+    lanes: int = Field(
+        1,
+        ge=1,
+        le=4,
+        description="With --static-step: each decoding thread (a running set's worker, --inflight-batches of them) "
+        "steps on static decoder sessions of its own, so that on a GPU one set's step runs while the host searches "
+        "another's instead of the two taking turns on one session; the warm-up (--static-warm) then opens every "
+        "lane's buckets, each on its own thread. Give it --inflight-batches. Each lane holds its own copy of the "
+        "decoder's weights a bucket. 1: one lane, the threads share the sessions. Not yet measured on a GPU "
+        '(docs/inference-core.md, "Lanes").',
+    )
     engine_process: bool | None = Field(
         None,
         description="Continuous scheduler: load the models and run the scheduler in a process of their own, so "

@@ -144,8 +144,8 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
     load = [w for w in commands if w[0] == "load"]
     assert load and {"64", "128"} <= set(load[0][load[0].index("--levels") + 1].split(","))  # the server target
     servers = load[0][load[0].index("--servers") + 1].split(",")
-    assert servers[0] == "continuous"  # the GPU defaults first, the static servers (opened at load or not) last
-    assert servers[-2:] == ["continuous:static-step", "continuous:static-step+static-warm=0"]
+    assert servers[0] == "continuous"  # the GPU defaults first, the static servers (one lane, then two) last
+    assert servers[-2:] == ["continuous:static-step", "continuous:static-step+inflight-batches=2+lanes=2"]
 
 
 def test_the_batch1_run_takes_arguments_the_bench_takes(monkeypatch: pytest.MonkeyPatch) -> None:

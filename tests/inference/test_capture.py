@@ -371,3 +371,35 @@ def test_a_set_moving_up_takes_an_open_larger_bucket_within_twice_the_buffers(
     small = Dims(2, 4, 16, 32)
     assert buffer_bytes(engine, Dims(2, 4, 16, 64)) < buffer_bytes(engine, need) <= 2 * buffer_bytes(engine, small)
     assert pool.fitting(small) == Dims(2, 4, 16, 64) and pool.fitting(need) == need
+
+
+def test_a_warm_up_with_lanes_opens_each_lanes_buckets_on_a_decoding_thread_of_its_own(
+    capturing_engine: Engine, tiny_static_bundle: Path
+) -> None:
+    """With lanes (the server's ``MT_LANES``) each decoding thread steps on static sessions of its own: ``warmup``
+    opens and captures every bucket of sets up to ``static_warm`` sentences for each lane, each on a thread of the
+    engine's decoding pool, so that two running sets stepping there at once (a server's two workers) open and capture
+    nothing, and translate as an engine without static steps does."""
+    gate, engine = static_state.GATE, capturing_engine
+    reference = Engine.load(tiny_static_bundle, provider="cpu")
+    engine.lanes, engine.static_warm = 2, 8
+    assert engine.decode_threads is not None
+    engine.warmup()
+    opened, captured = dict(OPENED), gate.captures
+    sessions = engine.static_pool._sessions
+    by_lane = {lane: {(dims, lean) for dims, lean, other in sessions if other == lane} for _, _, lane in sessions}
+    assert set(by_lane) == {0, 1} and by_lane[0] == by_lane[1], by_lane  # the same buckets, once a lane
+    assert len(by_lane[0]) >= len(ladder(engine, 8, 4))
+    pairs = make_pairs(24, seed=5)
+    options = DecodeOptions(beam_size=4, max_length=40)
+    both = threading.Barrier(2)
+
+    def worker(texts: list[str]) -> list[list[int]]:
+        both.wait(timeout=30)  # two sets at once, as a server's two workers: on two of the pool's threads
+        return [t.best.token_ids for t in engine.translate(texts, options)]
+
+    for size in (1, 5, 8):
+        texts = [[source for source, _ in random.Random(size + lane).sample(pairs, size)] for lane in (0, 1)]
+        got = [f.result() for f in [engine.decode_threads.submit(worker, batch) for batch in texts]]
+        assert got == [[t.best.token_ids for t in reference.translate(batch, options)] for batch in texts]
+    assert dict(OPENED) == opened and gate.captures == captured

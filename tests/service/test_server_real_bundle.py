@@ -338,6 +338,32 @@ def test_static_step_server_answers_like_the_default_one(
     assert "static steps: opened 48 buckets of up to 8 sentences" in log
 
 
+def test_static_step_server_with_lanes_answers_like_the_default_one(
+    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
+) -> None:
+    """--static-step --lanes 2 with two running sets (--inflight-batches 2): each decoding thread steps on static
+    sessions of its own, and the warm-up opens every bucket of sets up to MT_STATIC_WARM sentences for both lanes
+    before the server is ready; concurrent requests open no decoder session and get what the default server gives
+    each alone."""
+    args = ["--bundle", str(tiny_static_bundle), "--static-step", "--scheduler", "continuous", "--provider", "cpu"]
+    args += ["--inflight-batches", "2", "--lanes", "2", "--refill-at", "1024", "--static-warm", "8"]
+
+    def opened(server: ProcessServer) -> float:
+        return metric(server, 'mt_static_opened{kind="decoder"}')
+
+    with process_server(args, tmp_path / "lanes.log", env={"MT_THREADS": "2"}) as lanes:
+        wait_until(lambda: lanes.client.get("/readyz").status_code == 200, timeout=90, what="ready")
+        warmed = opened(lanes)
+        texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(lambda t: translate(lanes, t)["translations"][0]["text"], texts))
+        served = opened(lanes)
+    assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
+    assert warmed == served == 2 * 4 * 4 * 3  # each lane's buckets of up to 8 sentences (the static test above)
+    log = (tmp_path / "lanes.log").read_text()
+    assert log.count("static steps: opened 48 buckets of up to 8 sentences") == 2, log[-3000:]
+
+
 def test_masked_step_server_answers_like_the_default_one(
     real: ProcessServer, tiny_masked_bundle: Path, tmp_path: Path
 ) -> None:
