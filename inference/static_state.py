@@ -369,9 +369,11 @@ class BufferPool:
         with self._lock:
             free = self._free.get(dims)
             if free:
-                # The latest released, or the latest with bindings for this thread's lane: its graphs are captured
-                mine = [i for i, buffers in enumerate(free) if any(key[3] == lane for key in buffers.bindings)]
-                found = free.pop(mine[-1] if mine else -1)
+                at = -1  # the latest released; with lanes, the latest with bindings for this lane (graphs captured)
+                if self.engine.lanes > 1:
+                    bound = (i for i in reversed(range(len(free))) if any(k[3] == lane for k in free[i].bindings))
+                    at = next(bound, -1)
+                found = free.pop(at)
                 self._free_bytes -= found.nbytes
                 del self._released[id(found)]
                 return found
