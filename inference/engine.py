@@ -450,12 +450,20 @@ class Engine:
         self.cohorts = 1
         """Most cohorts a running set keeps (RunningSet)."""
         self.lanes = 1
-        """Running sets ``translate`` splits a batch into, each stepped by a thread of its own (with static steps on
-        static decoder sessions of its own: ``load(lanes=...)``); 1: one set, every thread sharing the sessions."""
+        """Running sets ``translate`` splits a batch into, each stepped by a thread of its own on decoder sessions of
+        its own (``load(lanes=...)``); 1: one set, every thread sharing the sessions."""
         self.lane_threads: ThreadPoolExecutor | None = None
         """The threads of lanes 2 and up (the caller's thread steps the first); they end with the engine."""
         self.lane_sentences = LANE_SENTENCES
         """The fewest sentences a lane takes (tests lower it)."""
+        self._lane_of = threading.local()
+        self._lane_count = 0
+        self._lane_lock = threading.Lock()
+        self.lane_specs: dict[str, tuple[Path, ort.SessionOptions, list[Any]]] = {}
+        """With lanes, the decoder steps' graphs (role -> file, options, providers), which each lane but the first
+        opens a session of its own of (``session_of``)."""
+        self.lane_sessions: dict[tuple[str, int], Any] = {}
+        """Those sessions (raw), by role and lane."""
         self.shortlist: Shortlist | None = None
         """With ``load(shortlist=True)``: the bundle's vocabulary shortlist, which the running sets' steps use."""
         self.shortlist_most = SHORTLIST_MOST
@@ -525,10 +533,12 @@ class Engine:
         ``lanes``: ``translate`` splits a batch of at least ``2 * LANE_SENTENCES`` sentences into this many running
         sets (sources dealt by length, so that each set holds long and short ones), each stepped by a thread of its
         own, the first on the caller's: while one set's graphs run (onnxruntime lets go of Python's lock), the host
-        searches another's. With ``static_step`` each lane also steps on static decoder sessions of its own
-        (``BufferPool.lane``: a session's runs share one CUDA stream and a lock, so sets sharing one take turns), a
-        copy of the decoder's weights a bucket and lane; the other graphs are shared (onnxruntime runs a session
-        from several threads at once). Give each lane its share of the cores (``threads``). With int8 graphs a
+        searches another's. Each thread that steps is a lane (``lane``; a server's workers too) with decoder
+        sessions of its own past the first (``session_of``; with ``static_step`` its own static ones,
+        ``BufferPool.session``): a session's runs share one CUDA stream (a static one's a lock too), so sets sharing
+        one take turns. Each holds a copy of the decoder's weights; the other graphs are shared (onnxruntime runs a
+        session from several threads at once). ``warmup`` runs on every lane's thread. Give each lane its share of
+        the cores (``threads``). With int8 graphs a
         sentence's batch mates move its rounding, so lanes change some outputs as batch sizes do (docs/bundle.md,
         "Batch mates"). 1 (the default): one set.
         """
@@ -613,6 +623,9 @@ class Engine:
             engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
         if lanes > 1:
             engine.lanes, engine.lane_threads = lanes, ThreadPoolExecutor(lanes - 1, thread_name_prefix="mt-lane")
+            for role in ("decoder", LEAN_STEP, MASKED_STEP):
+                if role in sessions:
+                    engine.lane_specs[role] = (bundle / files[role], step_options, providers)
         if cohorts is None:
             cohorts = COHORTS_CPU if engine.provider == "CPUExecutionProvider" and not static_step else 1
         if cohorts < 1:
@@ -658,7 +671,8 @@ class Engine:
         the device; ``bound`` outputs are written into the given OrtValues. Values are onnxruntime's pybind
         OrtValues (``.numpy()`` reads one): the public wrappers around them cost ~20 µs a decoder step, 8 % of a
         step at batch 1 on the CPU (docs/bundle.md)."""
-        binding = _C.SessionIOBinding(self.raw_sessions[role])
+        session = self.session_of(role)
+        binding = _C.SessionIOBinding(session)
         for name, value in inputs.items():
             if isinstance(value, np.ndarray):
                 binding.bind_input(name, value)
@@ -669,9 +683,36 @@ class Engine:
         for name, value in (bound or {}).items():
             binding.bind_ortvalue_output(name, value)
         with GATE.shared():  # out of the way of a CUDA graph capture (inference/capture.py)
-            self.raw_sessions[role].run_with_iobinding(binding, None)
+            session.run_with_iobinding(binding, None)
             values = binding.get_outputs()
         return [values[i] for i in range(len(outputs))]
+
+    def lane(self) -> int:
+        """The calling thread's lane: 0 for every thread of an engine with one (``lanes``), which then share every
+        session; else a number of the thread's own, given on its first call: its decoder steps run on sessions of
+        its own (``session_of``, ``BufferPool.session``), as a session's runs share one CUDA stream."""
+        if self.lanes == 1:
+            return 0
+        found = getattr(self._lane_of, "number", None)
+        if found is None:
+            with self._lane_lock:
+                found = self._lane_of.number = self._lane_count
+                self._lane_count += 1
+        return found
+
+    def session_of(self, role: str) -> Any:
+        """``role``'s raw session for the calling thread: a decoder step's own to its lane past the first (opened on
+        the lane's first step), every other graph's shared."""
+        lane = self.lane() if role in self.lane_specs else 0
+        if not lane:
+            return self.raw_sessions[role]
+        found = self.lane_sessions.get((role, lane))
+        if found is None:
+            path, options, providers = self.lane_specs[role]
+            opened = _open_session(path, role, options, providers, self.manifest)._sess
+            with self._lane_lock:
+                found = self.lane_sessions.setdefault((role, lane), opened)
+        return found
 
     def session_options(self, step: bool = False) -> ort.SessionOptions:
         """Options for another session of this engine: threads and spinning as load() opened the others (``step``: a
@@ -759,35 +800,36 @@ class Engine:
         """Run every graph once (sentences admitted mid-run, beam 2, attention on, then off: the lean step) so the
         first request is fast; with static steps, on a decoding thread, and open the buckets of ``static_warm``
         first: with lanes, every lane's, each on a decoding thread of its own (``_warm_lanes``)."""
-        if self.decode_threads is not None:
-            if self.static_warm and self.lanes > 1:
-                self._warm_lanes()
+        if self.decode_threads is not None and self.lanes > 1:
+            self._warm_lanes()
+        elif self.decode_threads is not None:
             self.decode_threads.submit(self._warmup).result()
         else:
             self._warmup()
 
     def _warm_lanes(self) -> None:
-        """With lanes each thread that steps has static sessions of its own (``BufferPool.lane``): open the buckets
-        of ``static_warm`` for ``lanes`` decoding threads at once, all started before any warms (so that they are
-        distinct threads: the pool's, which a server's running sets then take), each with buffers of its own (held
-        until it is done), so that as many sets stepping at once find a bucket's buffers bound for their lane
-        (``BufferPool.acquire``); their captures take the device one at a time (inference/capture.py). Each lane
-        fills up to ``WARM_BYTES`` of buffers."""
+        """With lanes each thread that steps has decoder sessions of its own (``lane``): the warm-up on ``lanes``
+        decoding threads at once, all started before any warms (so that they are distinct threads: the pool's, which
+        a server's running sets then take), each opening its lane's sessions and, with ``static_warm``, its buckets
+        with buffers of its own (held until it is done), so that as many sets stepping at once find a bucket's
+        buffers bound for their lane (``BufferPool.acquire``); captures take the device one at a time
+        (inference/capture.py). Each lane fills up to ``WARM_BYTES`` of buffers."""
         assert self.decode_threads is not None
         started = threading.Barrier(self.lanes)
 
         def one() -> None:
             started.wait(timeout=60)
-            self._warm_static()
+            self._warmup()
 
         try:
             for future in [self.decode_threads.submit(one) for _ in range(self.lanes)]:
                 future.result()
-        except threading.BrokenBarrierError:
-            log.warning("static steps: the decoding threads did not all start; some lanes open on first use")
+        except threading.BrokenBarrierError:  # the others then warmed nothing: one warm-up, the rest on first use
+            log.warning("lanes: the decoding threads did not all start; some lanes open their sessions on first use")
+            self.decode_threads.submit(self._warmup).result()
 
     def _warmup(self) -> None:
-        if self.static_warm and self.lanes == 1:  # with lanes, _warm_lanes did
+        if self.static_warm:
             self._warm_static()
         token = min(4, self.vocab_size - 1)
         options = DecodeOptions(beam_size=2, max_length=4, max_length_ratio=1.0, return_attention=True)

@@ -295,8 +295,6 @@ class BufferPool:
         self._lock = threading.Lock()
         self._sessions: dict[tuple[Dims, bool, int], StaticSession] = {}
         """by bucket, lean or full, and lane"""
-        self._lane = threading.local()
-        self._lanes = 0
         self._free: dict[Dims, list[Buffers]] = {}
         self._free_bytes = 0
         self._released: dict[int, Buffers] = {}  # kept buffers by id, oldest release first
@@ -338,17 +336,8 @@ class BufferPool:
             return {d for d, _, _ in self._sessions}
 
     def lane(self) -> int:
-        """The calling thread's lane: 0 for every thread of an engine with one (``Engine.lanes``), which then share
-        the sessions; else a number of the thread's own, given on its first call, so that two threads never step
-        on one session (its runs share a CUDA stream and ``StaticSession.run_lock``)."""
-        if self.engine.lanes == 1:
-            return 0
-        found = getattr(self._lane, "number", None)
-        if found is None:
-            with self._lock:
-                found = self._lane.number = self._lanes
-                self._lanes += 1
-        return found
+        """The calling thread's lane (``Engine.lane``): with lanes each has its own sessions of every bucket."""
+        return self.engine.lane()
 
     def session(self, dims: Dims, lean: bool) -> StaticSession:
         """The calling thread's lane's decoder session of ``dims``, full or lean, opened on first use."""

@@ -135,12 +135,12 @@ class Settings(BaseSettings):
         1,
         ge=1,
         le=4,
-        description="With --static-step: each decoding thread (a running set's worker, --inflight-batches of them) "
-        "steps on static decoder sessions of its own, so that on a GPU one set's step runs while the host searches "
-        "another's instead of the two taking turns on one session; the warm-up (--static-warm) then opens every "
-        "lane's buckets, each on its own thread. Give it --inflight-batches. Each lane holds its own copy of the "
-        "decoder's weights a bucket. 1: one lane, the threads share the sessions. Not yet measured on a GPU "
-        '(docs/inference-core.md, "Lanes").',
+        description="Each decoding thread (a running set's worker, --inflight-batches of them) steps on decoder "
+        "sessions of its own (the static ones with --static-step), so that on a GPU one set's step can run while the "
+        "host searches another's instead of the two taking turns on one session (its runs share a CUDA stream); the "
+        "warm-up runs on every lane's thread and, with --static-warm, opens every lane's buckets. Give it "
+        "--inflight-batches. Each lane holds its own copy of the decoder's weights (a bucket's, with static steps). "
+        '1: one lane, the threads share the sessions. Not yet measured on a GPU (docs/inference-core.md, "Lanes").',
     )
     engine_process: bool | None = Field(
         None,

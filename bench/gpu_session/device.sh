@@ -66,7 +66,8 @@ case "$step" in
     done
     # the server's GPU defaults (one running set of up to 128 sentences and 16384 tokens, admitting every 8 steps,
     # the models and the scheduler in a process of their own: MT_ENGINE_PROCESS unset is on there since session 27),
-    # with two running sets, and with CUDA graphs: their buckets opened at load (MT_STATIC_WARM, session 30; the
+    # with two running sets (session 45: each on a decoder session of its own, MT_LANES=2; two sets sharing one
+    # served no more than one in sessions 36 and 42), and with CUDA graphs: their buckets opened at load (MT_STATIC_WARM, session 30; the
     # report says how long each server took to be ready), and (session 45, in place of the static server opening its
     # buckets on first use, measured in sessions 27, 36 and 42) two running sets each stepping on static sessions of
     # its own (MT_LANES=2), every lane's buckets opened at load. The static servers go last: the report is rewritten
@@ -74,7 +75,7 @@ case "$step" in
     # (2048 requests a level: with 512 or 768, a level at 128 clients lasted about a second, ramp and drain included)
     timeout 220 python3 -m bench load --bundle /tmp/bundle --input /tmp/model/test.tsv --provider auto --threads 4 \
       --requests 2048 --warmup-requests 256 --deadline 15 --levels 64,128 \
-      --servers continuous,continuous:inflight-batches=2,continuous:static-step,continuous:static-step+inflight-batches=2+lanes=2 \
+      --servers continuous,continuous:inflight-batches=2+lanes=2,continuous:static-step,continuous:static-step+inflight-batches=2+lanes=2 \
       --out "$OUT/targets-load" 2>&1 | quiet | tail -45
     rm -f "$OUT"/*.png "$OUT"/targets-base.json ;;
   floor)

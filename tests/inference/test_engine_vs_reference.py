@@ -435,7 +435,8 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     thread, each stepping on static sessions of its own (two lanes, every bucket they met opened in each), and the
     translations come back in order, each the reference's; a batch under two lanes' worth decodes on the caller
     alone; a bad source is refused before either lane decodes, as one set refuses it before admitting any; a lane
-    that fails fails the call, after the others stopped, and the engine serves on."""
+    that fails fails the call, after the others stopped, and the engine serves on. With the dynamic state the second
+    lane steps on a decoder session of its own."""
     engine = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lanes=2)
     engine.lane_sentences = 3
     sources = [engine.tokenize(t) for t in TEXTS]
@@ -476,5 +477,11 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     assert threads == {caller: ["decoded"]}  # the caller's lane ran to its end before the call raised
     monkeypatch.setattr(engine, "_decode", decode)
     assert engine.translate_ids(sources[:6], BEAM)[0].best.token_ids == got[0].best.token_ids  # still serves
+    assert engine.lane_sessions == {}  # fused static steps: the lanes' own sessions are the static ones
+    dynamic = Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=2)
+    dynamic.lane_sentences = 3
+    expected = Engine.load(tiny_fused_bundle, provider="cpu", threads=1).translate_ids(sources, BEAM)
+    assert [t.best.token_ids for t in dynamic.translate_ids(sources, BEAM)] == [t.best.token_ids for t in expected]
+    assert set(dynamic.lane_sessions) == {("decoder", 1)}  # the second lane stepped on a decoder session of its own
     with pytest.raises(engine_module.EngineError, match="lanes=5"):
         Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=5)

@@ -338,15 +338,17 @@ def test_static_step_server_answers_like_the_default_one(
     assert "static steps: opened 48 buckets of up to 8 sentences" in log
 
 
-def test_static_step_server_with_lanes_answers_like_the_default_one(
-    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
+@pytest.mark.parametrize("static", [True, False])
+def test_a_server_with_lanes_answers_like_the_default_one(
+    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path, static: bool
 ) -> None:
-    """--static-step --lanes 2 with two running sets (--inflight-batches 2): each decoding thread steps on static
-    sessions of its own, and the warm-up opens every bucket of sets up to MT_STATIC_WARM sentences for both lanes
-    before the server is ready; concurrent requests open no decoder session and get what the default server gives
-    each alone."""
-    args = ["--bundle", str(tiny_static_bundle), "--static-step", "--scheduler", "continuous", "--provider", "cpu"]
-    args += ["--inflight-batches", "2", "--lanes", "2", "--refill-at", "1024", "--static-warm", "8"]
+    """--lanes 2 with two running sets (--inflight-batches 2): each decoding thread steps on decoder sessions of its
+    own, opened by the warm-up on each lane's thread before the server is ready, with --static-step every bucket of
+    sets up to MT_STATIC_WARM sentences for both lanes; concurrent requests open no static session and get what the
+    default server gives each alone."""
+    args = ["--bundle", str(tiny_static_bundle), "--scheduler", "continuous", "--provider", "cpu"]
+    args += ["--inflight-batches", "2", "--lanes", "2", "--refill-at", "1024"]
+    args += ["--static-step", "--static-warm", "8"] if static else []
 
     def opened(server: ProcessServer) -> float:
         return metric(server, 'mt_static_opened{kind="decoder"}')
@@ -359,9 +361,10 @@ def test_static_step_server_with_lanes_answers_like_the_default_one(
             together = list(pool.map(lambda t: translate(lanes, t)["translations"][0]["text"], texts))
         served = opened(lanes)
     assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
-    assert warmed == served == 2 * 4 * 4 * 3  # each lane's buckets of up to 8 sentences (the static test above)
+    # each lane's buckets of up to 8 sentences (the static test above); none without static steps
+    assert warmed == served == (2 * 4 * 4 * 3 if static else 0)
     log = (tmp_path / "lanes.log").read_text()
-    assert log.count("static steps: opened 48 buckets of up to 8 sentences") == 2, log[-3000:]
+    assert log.count("static steps: opened 48 buckets of up to 8 sentences") == (2 if static else 0), log[-3000:]
 
 
 def test_masked_step_server_answers_like_the_default_one(
