@@ -689,14 +689,16 @@ class Engine:
 
     def lane(self) -> int:
         """The calling thread's lane: 0 for every thread of an engine with one (``lanes``), which then share every
-        session; else a number of the thread's own, given on its first call: its decoder steps run on sessions of
-        its own (``session_of``, ``BufferPool.session``), as a session's runs share one CUDA stream."""
+        session; else a number given on the thread's first call, in turn from 0 to ``lanes - 1``: its decoder steps
+        run on that lane's sessions (``session_of``, ``BufferPool.session``), as a session's runs share one CUDA
+        stream. Threads past ``lanes`` share a lane (taking turns on its sessions), so that no more than ``lanes``
+        copies of the decoder open however many threads call."""
         if self.lanes == 1:
             return 0
         found = getattr(self._lane_of, "number", None)
         if found is None:
             with self._lane_lock:
-                found = self._lane_of.number = self._lane_count
+                found = self._lane_of.number = self._lane_count % self.lanes
                 self._lane_count += 1
         return found
 

@@ -483,5 +483,11 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     expected = Engine.load(tiny_fused_bundle, provider="cpu", threads=1).translate_ids(sources, BEAM)
     assert [t.best.token_ids for t in dynamic.translate_ids(sources, BEAM)] == [t.best.token_ids for t in expected]
     assert set(dynamic.lane_sessions) == {("decoder", 1)}  # the second lane stepped on a decoder session of its own
+    numbers: list[int] = []
+    for _ in range(3):  # threads past the lanes share them: no more than two copies of the decoder open
+        thread = threading.Thread(target=lambda: numbers.append(dynamic.lane()))
+        thread.start()
+        thread.join()
+    assert len(numbers) == 3 and set(numbers) <= {0, 1}
     with pytest.raises(engine_module.EngineError, match="lanes=5"):
         Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=5)
