@@ -83,3 +83,11 @@ def tiny_fused_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFa
     static-shape graphs."""
     how = {"attention": "fused", "gpu_dtype": "fp32", "gpu_attention": "fused", "static_step": True}
     return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-fused", **how)
+
+
+@pytest.fixture(scope="session")
+def tiny_static_masked_bundle(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint exported with a GPU set (fp32, fused attention) whose static step attends to its own cache
+    with onnxruntime's DecoderMaskedMultiHeadAttention (``--static-attention decoder-masked``)."""
+    how = {"gpu_dtype": "fp32", "gpu_attention": "fused", "static_step": True, "static_attention": "decoder-masked"}
+    return _export_tiny(tiny_checkpoint, tmp_path_factory, "tiny-static-masked", **how)

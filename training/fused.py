@@ -109,7 +109,10 @@ class BeamCachedAttention(torch.autograd.Function):
     buffers; ``step`` (1,) int32, the column ``t`` this step writes; ``beams`` (sentences, hyps, C) int32, for each
     row and column the hypothesis of its sentence whose row holds that column's key (rows are sentence-major,
     ``hyps`` a sentence). Returns the output (rows, 1, d_model) and the buffers with column ``t`` written: in the
-    graph the same buffers, bound as both past and present (``past_present_share_buffer``), nothing gathered."""
+    graph the same buffers, bound as both past and present (``past_present_share_buffer``), nothing gathered.
+    ``heads``: their head count where the trace cannot read it off ``past_key`` (the static step's, reshaped).
+    The static step with ``static_masked`` passes its gathered window, ``step`` its last column and a beam index of
+    each row's own hypothesis (training/incremental.py)."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -123,8 +126,9 @@ class BeamCachedAttention(torch.autograd.Function):
         past_value: Tensor,
         step: Tensor,
         beams: Tensor,
+        heads: int | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        rows, heads = past_key.size(0), past_key.size(1)
+        rows, heads = past_key.size(0), heads or past_key.size(1)
         hyps, t = beams.size(1), int(step.reshape(-1)[0])
         query, key, value = _biased(query, key, value, bias)
         present_key, present_value = past_key.clone(), past_value.clone()
@@ -151,6 +155,7 @@ class BeamCachedAttention(torch.autograd.Function):
         past_value: Any,
         step: Any,
         beams: Any,
+        heads: int | None = None,
     ) -> Any:
         from torch.onnx.symbolic_helper import _get_tensor_dim_size, _is_none
 
@@ -163,7 +168,7 @@ class BeamCachedAttention(torch.autograd.Function):
             "com.microsoft::DecoderMaskedMultiHeadAttention",
             *(query, key, value, own, none, past_key, past_value, step, width, beams),
             *(() if _is_none(bias) else (bias,)),
-            num_heads_i=_get_tensor_dim_size(past_key, 1),
+            num_heads_i=heads or _get_tensor_dim_size(past_key, 1),
             past_present_share_buffer_i=1,
             mask_filter_value_f=MASKED,
             outputs=3,

@@ -155,6 +155,7 @@ class DecoderStep(nn.Module):
         logits: bool = False,
         fused: bool = False,
         masked: bool = False,
+        static_masked: bool = False,
     ):
         super().__init__()
         self.model = model
@@ -172,6 +173,13 @@ class DecoderStep(nn.Module):
         """The static-shape step (core/graphs.py, ``static_decoder``): the cache keeps its ``T`` columns, the
         oldest dropped as the new one is appended, so every step has the same shapes and a GPU can replay it
         as one captured graph. Each sentence's own columns are the last ``position + 1``, as before."""
+        self.static_masked = static_masked
+        """The static step's self-attention as onnxruntime's ``DecoderMaskedMultiHeadAttention`` (with ``static`` and
+        ``fused``): the gathered window of C columns (its last a placeholder) becomes the present with the new key and
+        value written into that last column, and one kernel attends over it (training/fused.py
+        ``BeamCachedAttention``, with a beam index of each row's own hypothesis), where ``MultiHeadAttention``
+        concatenates and transposes in several. The same inputs, outputs and arithmetic; onnxruntime's CUDA kernel
+        takes heads of 32, 64 or 128 values only."""
         layers = len(model.decoder_layers)
         if not -layers <= attention_layer < layers:
             raise ValueError(f"attention_layer={attention_layer} is outside the {layers} decoder layers")
@@ -224,17 +232,22 @@ class DecoderStep(nn.Module):
         self_mask = not_own[:, None, None, :] if not self.masked else None
 
         shifted: Tensor | None = None
+        window = cached - 1  # the past columns a static step reads: its window drops the oldest
         if self.static:
             # The static step's past is each row's continued row without its oldest column: one Gather of d_head-wide
             # slices, through an index made once a step for every cache, where a Gather of whole rows and then a
-            # Slice each copied the cache twice (at batch 128 and 64 columns, 17 MB a cache in fp16).
+            # Slice each copied the cache twice (at batch 128 and 64 columns, 17 MB a cache in fp16). With
+            # ``static_masked`` the window keeps C columns, the last a placeholder the kernel writes the new one into.
             first = (reorder * (heads * cached))[:, None, None]  # (rows, 1, 1): the row's first slice
-            within = torch.arange(heads, device=tokens.device)[:, None] * cached + column[1:cached]  # (heads, C - 1)
+            taken = column[1:cached]
+            if self.static_masked:
+                window, taken = cached, torch.cat([taken, column[cached - 1 :]])
+            within = torch.arange(heads, device=tokens.device)[:, None] * cached + taken  # (heads, window)
             shifted = (first + within).reshape(-1)
 
         def cached_rows(t: Tensor) -> Tensor:  # the rows' past, without the oldest column when static
             if shifted is not None:
-                return t.reshape(-1, d_head).index_select(0, shifted).reshape(-1, heads, cached - 1, d_head)
+                return t.reshape(-1, d_head).index_select(0, shifted).reshape(-1, heads, window, d_head)
             return t.index_select(0, reorder)
 
         memory_mask = src_mask[:, None, None, :]
@@ -243,6 +256,15 @@ class DecoderStep(nn.Module):
             if not self.masked:  # (a masked step takes its own, one column a step it has seen)
                 own = own_table if own_table is not None else torch.where(not_own, zero, one)  # (rows, C)
             keep = torch.where(src_mask, zero, one)  # (B, S)
+        own_beams: Tensor | None = None
+        last: Tensor | None = None
+        if self.static and self.fused and self.static_masked:
+            # each row reads only its own hypothesis' row (the gather already reordered the window), and the kernel
+            # writes the window's last column: int32, as onnxruntime reads them
+            own_beams = torch.arange(hyps, device=tokens.device, dtype=torch.int32)[None, :, None].expand(
+                batch, hyps, cached
+            )
+            last = torch.full((1,), 1, dtype=torch.int32, device=tokens.device) * (cached - 1)
         present: list[Tensor] = []
         attention: list[Tensor] = []
         for i, layer in enumerate(layers):
@@ -268,7 +290,12 @@ class DecoderStep(nn.Module):
                 product, bias = _fused_product(h, [attn.q_proj, attn.k_proj, attn.v_proj])
                 q, k_new, v_new = product.reshape(-1, 1, 3 * d_model).split(d_model, dim=-1)  # (rows, 1, d_model)
                 past_k, past_v = cached_rows(past[2 * i]), cached_rows(past[2 * i + 1])
-                out, keys, values = CachedSelfAttention.apply(q, k_new, v_new, bias, own, past_k, past_v, heads)
+                if own_beams is not None:  # the window's last column written and attended in one kernel
+                    out, keys, values = BeamCachedAttention.apply(
+                        q, k_new, v_new, bias, own, past_k, past_v, last, own_beams, heads
+                    )
+                else:
+                    out, keys, values = CachedSelfAttention.apply(q, k_new, v_new, bias, own, past_k, past_v, heads)
                 present.extend((keys, values))
                 return _linear(out.reshape(-1, d_model), attn.out_proj)
 

@@ -40,6 +40,7 @@ BEAM = DecodeOptions(beam_size=4, n_best=3, length_penalty=0.6)
         "fused",
         "fused-static",
         "fused-static-lanes",
+        "static-masked",
         "masked",
         "fused-masked",
     ],
@@ -49,8 +50,12 @@ def engine(request: pytest.FixtureRequest, tiny_bundle: Path) -> Engine:
     replays each step as a CUDA graph, both on graphs exported with fused attention (training/fused.py; the fused
     static steps with the lean one where no sentence asks for attention rows, as on CUDA), and with caches that never
     move (inference/clock_state.py) on plain and fused graphs, and the fused static steps with a batch split into two
-    running sets on two threads (``lanes``, from 2 sentences on), and the default graphs so split: all must decode
-    exactly like the reference."""
+    running sets on two threads (``lanes``, from 2 sentences on), and the default graphs so split, and static steps
+    whose self-attention is onnxruntime's DecoderMaskedMultiHeadAttention (``--static-attention decoder-masked``,
+    with their lean step): all must decode exactly like the reference."""
+    if request.param == "static-masked":
+        bundle = request.getfixturevalue("tiny_static_masked_bundle")
+        return Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True, lean_step=True)
     if request.param.endswith("masked"):
         bundle = request.getfixturevalue("tiny_masked_bundle")
         graphs = "cuda" if request.param.startswith("fused") else "main"

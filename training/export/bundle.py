@@ -36,6 +36,7 @@ from training.export.common import (
     GPU_DTYPES,
     GPU_VARIANT,
     QUANTIZATIONS,
+    STATIC_ATTENTION,
     TOLERANCES,
     ExportError,
 )
@@ -68,6 +69,7 @@ def export_bundle(
     masked_step: bool = False,
     attention: str = "plain",
     gpu_attention: str = "fused",
+    static_attention: str = "multihead",
     scores: dict[str, Any] | None = None,
     calibration: str | Path | None = None,
     calibration_sentences: int = CALIBRATION_SENTENCES,
@@ -85,9 +87,12 @@ def export_bundle(
     of exports before session 25, which the engine still serves). ``masked_step`` adds the decoder step whose caches
     never move (core/graphs.py ``MASKED_STEP``) to every set, for the engine's ``masked_step`` mode.
     ``attention`` / ``gpu_attention``: how the main graphs / the GPU set compute attention, ``plain`` ONNX
-    operators or ``fused`` onnxruntime kernels (training/fused.py). ``int8-static`` quantizations calibrate on
-    ``calibration_sentences`` sentences of ``calibration`` (a TSV or one sentence a line; default: the file the
-    checkpoint was trained on), translated by the fp32 graphs (training/export/static_int8.py).
+    operators or ``fused`` onnxruntime kernels (training/fused.py); ``static_attention``: the fused static step's
+    self-attention as ``multihead`` (onnxruntime's MultiHeadAttention) or ``decoder-masked`` (its
+    DecoderMaskedMultiHeadAttention: one kernel; training/incremental.py ``DecoderStep.static_masked``).
+    ``int8-static`` quantizations calibrate on ``calibration_sentences`` sentences of ``calibration`` (a TSV or one
+    sentence a line; default: the file the checkpoint was trained on), translated by the fp32 graphs
+    (training/export/static_int8.py).
     """
     if masked_step and quantize.startswith("int8-static"):
         raise ExportError("--masked-step has no calibrated ranges for int8-static yet: use --quantize int8-channel")
@@ -104,6 +109,10 @@ def export_bundle(
     for option, kind in (("--attention", attention), ("--gpu-attention", gpu_attention)):
         if kind not in ATTENTION_KINDS:
             raise ExportError(f"{option} {kind!r}: use one of {', '.join(ATTENTION_KINDS)}")
+    if static_attention not in STATIC_ATTENTION:
+        raise ExportError(f"--static-attention {static_attention!r}: use one of {', '.join(STATIC_ATTENTION)}")
+    if static_attention != "multihead" and not (static_step and gpu_attention == "fused"):
+        raise ExportError(f"--static-attention {static_attention} is the fused static step's: give --static-step too")
     if opset < DEFAULT_OPSET:
         raise ExportError(f"opset={opset}: the graphs need opset {DEFAULT_OPSET} or later (LayerNormalization)")
     out = Path(out_dir)
@@ -164,6 +173,7 @@ def export_bundle(
                 attention=gpu_attention,
                 pack_encoder=False,
                 masked=masked_step,
+                static_masked=static_attention == "decoder-masked",
             )
             write_graphs(
                 model, gpu_fp32_dir, bundle / GPU_VARIANT, gpu_dtype, "none", static=static_step, masked=masked_step
@@ -191,6 +201,7 @@ def export_bundle(
             variants[GPU_VARIANT] = {
                 "dtype": gpu_dtype,
                 "attention": gpu_attention,
+                **({"static_attention": static_attention} if static_attention != "multihead" else {}),
                 "encoder": "padded",  # EncoderGraph.pack off: no NonZero, gathers or scatters on the GPU
                 "provider": "CUDAExecutionProvider",
                 "graphs": {

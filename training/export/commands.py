@@ -15,6 +15,7 @@ from training.export.common import (
     DTYPES,
     GPU_DTYPES,
     QUANTIZATIONS,
+    STATIC_ATTENTION,
     TOLERANCES,
     ExportError,
 )
@@ -53,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
         masked_step=args.masked_step,
         attention=args.attention,
         gpu_attention=args.gpu_attention,
+        static_attention=args.static_attention,
         scores=scores_arg(args.scores),
         calibration=args.calibration,
         calibration_sentences=args.calibration_sentences,
@@ -149,6 +151,15 @@ def register(subparsers: Any) -> None:
         default="fused",
         help="the same for the GPU set (with --gpu-dtype), where fewer nodes mean fewer kernel launches a step: "
         "1.10x plain graphs at batch 1 on an H200 (docs/inference-core.md, session 36). Default: fused",
+    )
+    p.add_argument(
+        "--static-attention",
+        choices=STATIC_ATTENTION,
+        default="multihead",
+        help="the fused static step's self-attention (with --static-step): multihead, onnxruntime's MultiHeadAttention "
+        "after the cache's gather; decoder-masked, its DecoderMaskedMultiHeadAttention, one kernel that writes the new "
+        "column and attends (on CUDA heads of 32, 64 or 128 values only; not yet measured on a GPU: "
+        "docs/inference-core.md, session 45). Default: multihead",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(

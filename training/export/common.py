@@ -26,6 +26,8 @@ TOLERANCES = {"fp32": 1e-3, "fp16": 0.1, "fp16w": 0.1, "int8": 1.0}
 ATTENTION_KINDS = ("fused", "plain")
 """``--attention``: fused (onnxruntime's MultiHeadAttention and SkipLayerNormalization kernels, the default) or
 plain (standard ONNX operators only, for runtimes other than onnxruntime)."""
+STATIC_ATTENTION = ("multihead", "decoder-masked")
+"""``--static-attention``: how a fused static step attends to its own cache (``export_bundle``)."""
 GPU_VARIANT = "cuda"
 """Where ``--gpu-dtype`` puts a second set of graphs, and its key in the manifest's ``variants``."""
 

@@ -77,6 +77,7 @@ def trace_graphs(
     attention: str = "fused",
     pack_encoder: bool = True,
     masked: bool = False,
+    static_masked: bool = False,
 ) -> None:
     """encoder.onnx and decoder.onnx in fp32 into ``directory``; with ``static`` also static_decoder.onnx.
     ``pack_encoder``: the encoder skips padding in its position-wise work (the CPU's choice; the GPU set's is not
@@ -84,7 +85,10 @@ def trace_graphs(
 
     ``attention="fused"``: every attention is one onnxruntime ``MultiHeadAttention`` node and every residual
     addition is fused with the layer norm that reads it (training/fused.py); ``"plain"``: standard ONNX
-    operators only, as the model writes them."""
+    operators only, as the model writes them. ``static_masked`` (fused only): the static step's self-attention
+    as ``DecoderMaskedMultiHeadAttention`` (``DecoderStep.static_masked``)."""
+    if static_masked and attention != "fused":
+        raise ValueError("static_masked needs fused attention: it is an onnxruntime kernel")
     if attention not in ATTENTION_KINDS:
         raise ValueError(f"attention={attention!r}: use one of {', '.join(ATTENTION_KINDS)}")
     fused = attention == "fused"
@@ -96,7 +100,7 @@ def trace_graphs(
         graphs.append(
             (
                 "static_decoder",
-                DecoderStep(model, attention_layer, static=True, fused=fused),
+                DecoderStep(model, attention_layer, static=True, fused=fused, static_masked=static_masked),
                 static_example(model, step=5),
             )
         )
