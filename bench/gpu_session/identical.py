@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python bench/gpu_session/identical.py REFERENCE SET [SET ...] [--input TSV] [--sentences 128]
 
-Each of REFERENCE and SET is ``BUNDLE:GRAPHS`` (GRAPHS: main, or a variant such as cuda). ``bench gpu`` counts the
+Each of REFERENCE and SET is ``BUNDLE:GRAPHS`` (GRAPHS: main, or a variant such as cuda; ``cuda+static``: that set's
+static-shape steps, ``Engine.load(static_step=True)``). ``bench gpu`` counts the
 same share on a GPU against cuda-fp32; this one runs where there is none, for what an export changes in the numbers
 (not the speed) of an fp16 set, e.g. the same checkpoint exported by two code trees (docs/inference-core.md).
 """
@@ -17,7 +18,8 @@ from inference.engine import Engine
 
 def best_outputs(spec: str, texts: list[str], batch: int = 32) -> list[list[int]]:
     bundle, _, graphs = spec.rpartition(":")
-    engine = Engine.load(bundle, provider="cpu", threads=2, graphs=graphs)
+    graphs, _, static = graphs.partition("+")
+    engine = Engine.load(bundle, provider="cpu", threads=2, graphs=graphs, static_step=static == "static")
     options = DecodeOptions(beam_size=4)
     out: list[list[int]] = []
     for start in range(0, len(texts), batch):
