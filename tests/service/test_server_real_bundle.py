@@ -338,27 +338,32 @@ def test_static_step_server_answers_like_the_default_one(
     assert "static steps: opened 48 buckets of up to 8 sentences" in log
 
 
-@pytest.mark.parametrize("static", [True, False])
+@pytest.mark.parametrize(("static", "remote"), [(True, False), (False, False), (True, True)])
 def test_a_server_with_lanes_answers_like_the_default_one(
-    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path, static: bool
+    real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path, static: bool, remote: bool
 ) -> None:
     """--lanes 2 with two running sets (--inflight-batches 2): each decoding thread steps on decoder sessions of its
     own, opened by the warm-up on each lane's thread before the server is ready, with --static-step every bucket of
     sets up to MT_STATIC_WARM sentences for both lanes; concurrent requests open no static session and get what the
-    default server gives each alone."""
+    default server gives each alone; also with the engine in a process of its own (a GPU server's default)."""
     args = ["--bundle", str(tiny_static_bundle), "--scheduler", "continuous", "--provider", "cpu"]
     args += ["--inflight-batches", "2", "--lanes", "2", "--refill-at", "1024"]
     args += ["--static-step", "--static-warm", "8"] if static else []
+    args += ["--engine-process"] if remote else []  # a GPU server's default: the engine in a process of its own
 
     def opened(server: ProcessServer) -> float:
         return metric(server, 'mt_static_opened{kind="decoder"}')
 
     with process_server(args, tmp_path / "lanes.log", env={"MT_THREADS": "2"}) as lanes:
         wait_until(lambda: lanes.client.get("/readyz").status_code == 200, timeout=90, what="ready")
+        if remote and static:  # the engine process sends its counts every 0.2 s
+            wait_until(lambda: opened(lanes) > 0, timeout=5, what="the engine process's counts")
         warmed = opened(lanes)
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
         with ThreadPoolExecutor(8) as pool:
             together = list(pool.map(lambda t: translate(lanes, t)["translations"][0]["text"], texts))
+        if remote:
+            time.sleep(1.0)  # what the requests opened is in the engine process's next counts
         served = opened(lanes)
     assert together == [translate(real, t)["translations"][0]["text"] for t in texts]
     # each lane's buckets of up to 8 sentences (the static test above); none without static steps
