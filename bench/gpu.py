@@ -58,7 +58,6 @@ SYSTEMS = [
     "cuda-fp16-fused-static",
     "cuda-fp16-fused-static-full",
     "cuda-fp16-fused-static-lanes2",
-    "cuda-fp16-fused-static-dmmha",
     "cuda-fp32-static",
     "cpu-fp32",
 ]
@@ -70,7 +69,6 @@ STATIC = {
     "cuda-fp16-fused-static": ("fp16s-fused", True),
     "cuda-fp16-fused-static-full": ("fp16s-fused", True),
     "cuda-fp16-fused-static-lanes2": ("fp16s-fused", True),
-    "cuda-fp16-fused-static-dmmha": ("fp16s-dmmha", True),
     "cuda-fp32-static": ("fp32s", True),
 }
 """The static-shape state (Engine.load static_step) on a graph set: each step replayed as a CUDA graph, or
@@ -82,10 +80,7 @@ lean static step where nobody asks for attention rows (core/graphs.py ``STATIC_L
 fp16-fused-static-full the same graphs loaded with ``lean_step=False``, every step the full one;
 fp16-fused-static-lanes2 the same graphs loaded with ``lanes=2``: a batch of 32 sentences or more decodes as two
 running sets, each on a thread and static sessions of its own, so that one set's replay runs while the host searches
-the other's (session 45; at batch 1 it is fp16-fused-static); fp16-fused-static-dmmha the fused fp16 static step
-exported with ``--static-attention decoder-masked``: each self-attention one DecoderMaskedMultiHeadAttention kernel
-(the new column written into the gathered window, then attended) where MultiHeadAttention concatenates and
-transposes in several (session 45)."""
+the other's (session 45; at batch 1 it is fp16-fused-static)."""
 
 
 def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
@@ -137,12 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         "fp16s": {"gpu_dtype": "fp16", "gpu_attention": "plain", "static_step": True},
         "fp32s": {"gpu_dtype": "fp32", "gpu_attention": "plain", "static_step": True},
         "fp16s-fused": {"gpu_dtype": "fp16", "gpu_attention": "fused", "static_step": True},
-        "fp16s-dmmha": {
-            "gpu_dtype": "fp16",
-            "gpu_attention": "fused",
-            "static_step": True,
-            "static_attention": "decoder-masked",
-        },
         "fp16w-fused": {
             "gpu_dtype": "fp16w",
             "gpu_attention": "fused",

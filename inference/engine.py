@@ -595,6 +595,7 @@ class Engine:
         engine.masked_step = masked_step
         engine.threads, engine.spinning, engine.providers = threads, spinning, providers
         if static_step:
+            check_static_attention(manifest, variant, engine.provider)
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
             if lean_step and STATIC_LEAN in files:
@@ -977,6 +978,20 @@ def _open_shortlist(engine: Engine, options: ort.SessionOptions, providers: list
     engine.sessions["decoder_shortlist"] = session
     engine.raw_sessions["decoder_shortlist"] = session._sess
     engine.shortlist = Shortlist.load(bundle, manifest)
+
+
+def check_static_attention(manifest: dict[str, Any], variant: str | None, provider: str) -> None:
+    """EngineError where a set's static step attends with ``DecoderMaskedMultiHeadAttention`` (``export
+    --static-attention decoder-masked``) on CUDA: that kernel keeps keys there as (rows, heads, d_head / x, columns,
+    x), x values in 16 bytes, which the step's window gather and ``grow`` do not follow yet (they move plain
+    layouts, as the CPU's kernel reads them): it would decode wrong tokens."""
+    graph_set = manifest.get("variants", {}).get(variant, {}) if variant else manifest
+    if graph_set.get("static_attention") == "decoder-masked" and provider == "CUDAExecutionProvider":
+        raise EngineError(
+            "static steps exported with --static-attention decoder-masked run on the CPU only so far: CUDA's "
+            "DecoderMaskedMultiHeadAttention keeps keys in another layout (docs/inference-core.md, session 45); "
+            "re-export with --static-attention multihead (the default) for a GPU"
+        )
 
 
 def _open_session(

@@ -178,8 +178,9 @@ class DecoderStep(nn.Module):
         ``fused``): the gathered window of C columns (its last a placeholder) becomes the present with the new key and
         value written into that last column, and one kernel attends over it (training/fused.py
         ``BeamCachedAttention``, with a beam index of each row's own hypothesis), where ``MultiHeadAttention``
-        concatenates and transposes in several. The same inputs, outputs and arithmetic; onnxruntime's CUDA kernel
-        takes heads of 32, 64 or 128 values only."""
+        concatenates and transposes in several. The same inputs, outputs and arithmetic. The CPU's kernel only so
+        far: CUDA's keeps keys as (rows, heads, d_head / x, C, x), which this window's gather does not follow
+        (inference/engine.py ``check_static_attention``)."""
         layers = len(model.decoder_layers)
         if not -layers <= attention_layer < layers:
             raise ValueError(f"attention_layer={attention_layer} is outside the {layers} decoder layers")

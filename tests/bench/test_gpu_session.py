@@ -137,7 +137,6 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
     systems = {s for w in gpu for s in w[w.index("--systems") + 1].split(",")}
     assert {"cuda-fp32", "cuda-fp16-static", "cuda-fp32-static"} <= systems  # fp16 against fp32, CUDA graphs
     assert "cuda-fp16-fused-static-lanes2" in systems  # session 45's lanes beside the one set they split
-    assert "cuda-fp16-fused-static-dmmha" in systems  # and its static step on DecoderMaskedMultiHeadAttention
     assert systems <= set(gpu_bench.SYSTEMS), systems - set(gpu_bench.SYSTEMS)  # bench gpu drops unknown names
     assert any("1" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 1 ms a sentence
     assert any("128" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 128 tok/s

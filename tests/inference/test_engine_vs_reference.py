@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -496,3 +497,18 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
     assert len(numbers) == 3 and set(numbers) <= {0, 1}
     with pytest.raises(engine_module.EngineError, match="lanes=5"):
         Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=5)
+
+
+def test_a_decoder_masked_static_step_is_refused_on_cuda_until_it_follows_the_key_layout(
+    tiny_static_masked_bundle: Path,
+) -> None:
+    """CUDA's DecoderMaskedMultiHeadAttention keeps keys as (rows, heads, d_head / x, columns, x); the static step's
+    window gather moves the plain layout the CPU's kernel reads. So such a set's static steps are refused on CUDA
+    (they would decode wrong tokens there) and served on the CPU; the default static attention runs everywhere."""
+    manifest = json.loads((tiny_static_masked_bundle / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["variants"]["cuda"]["static_attention"] == "decoder-masked"
+    with pytest.raises(engine_module.EngineError, match="--static-attention multihead"):
+        engine_module.check_static_attention(manifest, "cuda", "CUDAExecutionProvider")
+    engine_module.check_static_attention(manifest, "cuda", "CPUExecutionProvider")
+    del manifest["variants"]["cuda"]["static_attention"]  # multihead, the default, is not recorded
+    engine_module.check_static_attention(manifest, "cuda", "CUDAExecutionProvider")

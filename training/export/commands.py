@@ -158,8 +158,8 @@ def register(subparsers: Any) -> None:
         default="multihead",
         help="the fused static step's self-attention (with --static-step): multihead, onnxruntime's MultiHeadAttention "
         "after the cache's gather; decoder-masked, its DecoderMaskedMultiHeadAttention, one kernel that writes the new "
-        "column and attends (on CUDA heads of 32, 64 or 128 values only; not yet measured on a GPU: "
-        "docs/inference-core.md, session 45). Default: multihead",
+        "column and attends; CPU only so far (CUDA's kernel keeps keys in a layout the step's cache moves do not "
+        "follow yet: the engine refuses it there; docs/inference-core.md, session 45). Default: multihead",
     )
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset of the graphs")
     p.add_argument(
