@@ -182,7 +182,7 @@ class Buffers:
     """the step's host-written inputs by name: ``step_ids`` (a packed static decoder), or tokens, positions and
     reorder"""
     bindings: dict[tuple[int, int, bool, int], _Binding] = field(default_factory=dict)
-    """by k, cache parity, lean step and lane (``BufferPool.lane``)"""
+    """by k, cache parity, lean step and lane (``Engine.lane``)"""
     into: _EncoderBinding | None = None
     """the binding of the encoder bucket of these slots and width that writes into ``memory``, once used"""
     nbytes: int = 0
@@ -335,13 +335,9 @@ class BufferPool:
         with self._lock:
             return {d for d, _, _ in self._sessions}
 
-    def lane(self) -> int:
-        """The calling thread's lane (``Engine.lane``): with lanes each has its own sessions of every bucket."""
-        return self.engine.lane()
-
     def session(self, dims: Dims, lean: bool) -> StaticSession:
         """The calling thread's lane's decoder session of ``dims``, full or lean, opened on first use."""
-        key = (dims, lean, self.lane())
+        key = (dims, lean, self.engine.lane())
         with self._lock:
             found = self._sessions.get(key)
         if found is None:  # opened outside the lock: it takes a while, and a duplicate is harmless
@@ -354,7 +350,7 @@ class BufferPool:
         """Free buffers of ``dims`` (with lanes, preferably ones bound for the calling thread's lane), or new ones with
         the session a set's steps take first opened (the lean step's where the engine has it: most steps ask for no
         attention rows)."""
-        lane = self.lane()  # (outside the lock: a thread's first call takes it)
+        lane = self.engine.lane()  # (outside the lock: a thread's first call takes it)
         with self._lock:
             free = self._free.get(dims)
             if free:
@@ -427,7 +423,7 @@ def _step_inputs(engine: Engine, dims: Dims, value: Any) -> list[tuple[str, ort.
 def _binding(engine: Engine, buffers: Buffers, k: int, parity: int, lean: bool) -> _Binding:
     """The binding of ``buffers`` for this ``k`` and cache parity, to the full static step or the lean one of the
     calling thread's lane."""
-    key = (k, parity, lean, engine.static_pool.lane())
+    key = (k, parity, lean, engine.lane())
     found = buffers.bindings.get(key)
     if found is not None:
         return found
