@@ -58,6 +58,7 @@ SYSTEMS = [
     "cuda-fp16-fused-static",
     "cuda-fp16-fused-static-full",
     "cuda-fp16-fused-static-lanes2",
+    "cuda-fp16-fused-static-dmmha",
     "cuda-fp32-static",
     "cpu-fp32",
 ]
@@ -69,6 +70,7 @@ STATIC = {
     "cuda-fp16-fused-static": ("fp16s-fused", True),
     "cuda-fp16-fused-static-full": ("fp16s-fused", True),
     "cuda-fp16-fused-static-lanes2": ("fp16s-fused", True),
+    "cuda-fp16-fused-static-dmmha": ("fp16s-dmmha", True),
     "cuda-fp32-static": ("fp32s", True),
 }
 """The static-shape state (Engine.load static_step) on a graph set: each step replayed as a CUDA graph, or
@@ -80,7 +82,9 @@ lean static step where nobody asks for attention rows (core/graphs.py ``STATIC_L
 fp16-fused-static-full the same graphs loaded with ``lean_step=False``, every step the full one;
 fp16-fused-static-lanes2 the same graphs loaded with ``lanes=2``: a batch of 32 sentences or more decodes as two
 running sets, each on a thread and static sessions of its own, so that one set's replay runs while the host searches
-the other's (session 45; at batch 1 it is fp16-fused-static)."""
+the other's (session 45; at batch 1 it is fp16-fused-static); fp16-fused-static-dmmha its static step with each
+self-attention one ``DecoderMaskedMultiHeadAttention`` over keys kept in CUDA's layout (``--static-attention
+decoder-masked``, session 46), where ``MultiHeadAttention`` with a past is several kernels."""
 
 
 def decode(engine: Engine, sources: list[list[int]], options: DecodeOptions, batch: int) -> tuple[float, list]:
@@ -132,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         "fp16s": {"gpu_dtype": "fp16", "gpu_attention": "plain", "static_step": True},
         "fp32s": {"gpu_dtype": "fp32", "gpu_attention": "plain", "static_step": True},
         "fp16s-fused": {"gpu_dtype": "fp16", "gpu_attention": "fused", "static_step": True},
+        "fp16s-dmmha": {
+            "gpu_dtype": "fp16",
+            "gpu_attention": "fused",
+            "static_step": True,
+            "static_attention": "decoder-masked",
+        },
         "fp16w-fused": {
             "gpu_dtype": "fp16w",
             "gpu_attention": "fused",

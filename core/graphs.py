@@ -82,6 +82,19 @@ PACKED_TOPK = "topk"
 log-probs, then the ids as floats (exact below 2**24). One copy to the host a step instead of two."""
 PACKED_LEN = "packed"
 
+KEY_LAYOUT = "key_layout"
+"""A static step exported with ``--static-attention decoder-masked`` since session 46 takes this extra input, a uint8
+tensor of shape (``KEY_A``, ``KEY_B``) whose values are never read: its shape is the layout of the key caches the
+step's ``DecoderMaskedMultiHeadAttention`` reads and writes, each (rows, heads, steps, d_head) seen as (rows, heads,
+a, steps, b). The plain layout is (1, d_head) (onnxruntime's CPU kernel); CUDA's kernel keeps keys as (d_head / x, x),
+``x`` values in 16 bytes (4 in fp32, 8 in fp16). The engine binds it and fixes both dimensions per session, so every
+index the window's gather computes from them folds to a constant. Values keep the plain layout on both."""
+KEY_A, KEY_B = "key_a", "key_b"
+GROW_KEY_SPLIT = "key_split"
+"""``grow`` graphs written since session 46 take this (5,) int64 input beside ``cache_split``: the five-axis view of
+the key caches, (slots, hyps, heads * a, columns, b) in ``KEY_LAYOUT``'s terms, so that grow pads the columns of keys
+kept in CUDA's layout too; ``cache_split`` still views the values (and every cache of an older grow)."""
+
 SHORTLIST_INPUTS = ("vocab", "weight", "bias", "mask")
 """What ``decoder_shortlist`` (optional, main graphs: a vocabulary shortlist, docs/bundle.md) takes beyond the decoder
 step's inputs, which it shares, as it shares its outputs: ``vocab`` (N,) int64 the pieces scored, ascending;

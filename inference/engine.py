@@ -36,6 +36,8 @@ from core.bundle import BundleError, graph_files, read_manifest
 from core.casing import Casing, restored, shouting
 from core.graphs import (
     GRAPHS,
+    GROW_KEY_SPLIT,
+    KEY_LAYOUT,
     LEAN_STEP,
     MASKED_MOVE,
     MASKED_STEP,
@@ -432,6 +434,10 @@ class Engine:
         self.static_packed = False
         """The static decoder takes its step inputs as one vector and returns its top-k as one tensor
         (core/graphs.py ``PACKED_STEP_IDS``; exports since session 25)."""
+        self.static_key_layout: np.ndarray | None = None
+        """A static step with ``DecoderMaskedMultiHeadAttention`` (``export --static-attention decoder-masked``): the
+        array bound as its ``KEY_LAYOUT`` input, whose shape is the layout of the key caches on this provider
+        (``key_layout``); None for the default static step."""
         self.encoder_path: Path | None = None
         self.static_encoder = False
         """Static admissions run the encoder in fixed-size buckets whose runs are captured as CUDA graphs
@@ -595,13 +601,13 @@ class Engine:
         engine.masked_step = masked_step
         engine.threads, engine.spinning, engine.providers = threads, spinning, providers
         if static_step:
-            check_static_attention(manifest, variant, engine.provider)
             engine.static_step = True
             engine.static_decoder_path = bundle / files["static_decoder"]
             if lean_step and STATIC_LEAN in files:
                 engine.static_lean_path = bundle / files[STATIC_LEAN]
             listed = manifest["variants"][variant]["graphs"] if variant else manifest["graphs"]
             engine.static_packed = PACKED_STEP_IDS in listed["static_decoder"]["inputs"]
+            engine.static_key_layout = check_static_attention(engine, manifest, variant, listed)
             engine.encoder_path = bundle / files["encoder"]
             engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
             if engine.cuda_graph and engine.k_shape == ():
@@ -980,18 +986,48 @@ def _open_shortlist(engine: Engine, options: ort.SessionOptions, providers: list
     engine.shortlist = Shortlist.load(bundle, manifest)
 
 
-def check_static_attention(manifest: dict[str, Any], variant: str | None, provider: str) -> None:
-    """EngineError where a set's static step attends with ``DecoderMaskedMultiHeadAttention`` (``export
-    --static-attention decoder-masked``) on CUDA: that kernel keeps keys there as (rows, heads, d_head / x, columns,
-    x), x values in 16 bytes, which the step's window gather and ``grow`` do not follow yet (they move plain
-    layouts, as the CPU's kernel reads them): it would decode wrong tokens."""
+def key_layout(provider: str, float_type: Any, d_head: int) -> tuple[int, int]:
+    """How ``DecoderMaskedMultiHeadAttention`` on ``provider`` keeps its key caches, each (rows, heads, columns,
+    d_head) seen as (rows, heads, a, columns, b): (a, b) (core/graphs.py ``KEY_LAYOUT``). onnxruntime's CUDA kernel
+    keeps them as (d_head / x, x), ``x`` values in 16 bytes; its CPU kernel plain, (1, d_head)."""
+    if provider == "CUDAExecutionProvider":
+        x = 16 // np.dtype(float_type).itemsize
+        return d_head // x, x
+    return 1, d_head
+
+
+DECODER_MASKED_HEAD_SIZES = (32, 64, 128)
+"""The head sizes onnxruntime's CUDA ``DecoderMaskedMultiHeadAttention`` takes."""
+
+
+def check_static_attention(
+    engine: Engine, manifest: dict[str, Any], variant: str | None, listed: dict[str, Any]
+) -> np.ndarray | None:
+    """For a static step that attends with ``DecoderMaskedMultiHeadAttention`` (``export --static-attention
+    decoder-masked``), the array to bind as its ``KEY_LAYOUT`` input (``key_layout``); None for the default static
+    step. EngineError where it cannot decode right: an export of session 45 (no ``KEY_LAYOUT`` input: its window's
+    gather moves plain keys, which CUDA's kernel does not read) or one whose ``grow`` lacks ``GROW_KEY_SPLIT`` (or is
+    missing: the host's copy moves plain keys) on CUDA, and head sizes CUDA's kernel does not take."""
     graph_set = manifest.get("variants", {}).get(variant, {}) if variant else manifest
-    if graph_set.get("static_attention") == "decoder-masked" and provider == "CUDAExecutionProvider":
-        raise EngineError(
-            "static steps exported with --static-attention decoder-masked run on the CPU only so far: CUDA's "
-            "DecoderMaskedMultiHeadAttention keeps keys in another layout (docs/inference-core.md, session 45); "
-            "re-export with --static-attention multihead (the default) for a GPU"
-        )
+    if graph_set.get("static_attention") != "decoder-masked":
+        return None
+    d_head = int(manifest["architecture"]["d_head"])
+    layout = key_layout(engine.provider, engine.float_type, d_head)
+    if engine.provider == "CUDAExecutionProvider":
+        grow = listed.get("grow", {}).get("inputs", {})
+        if KEY_LAYOUT not in listed["static_decoder"]["inputs"] or GROW_KEY_SPLIT not in grow:
+            raise EngineError(
+                "this bundle's static steps were exported with --static-attention decoder-masked before its key "
+                "caches followed CUDA's layout (session 46): re-export it, or with --static-attention multihead"
+            )
+        if d_head not in DECODER_MASKED_HEAD_SIZES:
+            raise EngineError(
+                f"--static-attention decoder-masked on CUDA needs heads of {DECODER_MASKED_HEAD_SIZES} values; this "
+                f"model's are {d_head}: re-export with --static-attention multihead"
+            )
+    if KEY_LAYOUT not in listed["static_decoder"]["inputs"]:
+        return None  # session 45's export: plain keys, which the CPU's kernel reads
+    return np.zeros(layout, dtype=np.uint8)
 
 
 def _open_session(

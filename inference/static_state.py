@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import statistics
 import threading
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi import _pybind_state as _C
 
-from core.graphs import PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK
+from core.graphs import GROW_KEY_SPLIT, KEY_A, KEY_B, KEY_LAYOUT, PACKED_LEN, PACKED_STEP_IDS, PACKED_TOPK
 from inference.capture import GATE
 
 if TYPE_CHECKING:
@@ -114,6 +115,7 @@ class StaticSession:
 
     def __init__(self, engine: Engine, dims: Dims, lean: bool = False):
         options = engine.session_options(step=True)
+        layout = engine.static_key_layout.shape if engine.static_key_layout is not None else ()
         for name, value in (
             ("batch", dims.slots),
             ("hyps", dims.hyps),
@@ -121,6 +123,7 @@ class StaticSession:
             ("src_len", dims.width),
             ("steps", dims.columns),
             (PACKED_LEN, 2 * dims.rows + dims.slots),
+            *zip((KEY_A, KEY_B)[: len(layout)], layout, strict=True),  # a decoder-masked step's (KEY_LAYOUT)
         ):
             options.add_free_dimension_override_by_name(name, value)
         providers: list[Any] = list(engine.providers)
@@ -433,6 +436,8 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int, lean: bool) 
         binding.bind_ortvalue_input(name, value._ortvalue)
     k_value = np.full(engine.k_shape, k, dtype=np.int64)  # TopK reads k on the host, on CUDA too
     binding.bind_input("k", k_value)
+    if engine.static_key_layout is not None:  # only its shape is read, and folded (core/graphs.py KEY_LAYOUT)
+        binding.bind_input(KEY_LAYOUT, engine.static_key_layout)
     for name, value in zip(engine.memory_names, buffers.memory, strict=True):
         binding.bind_ortvalue_input(name, value._ortvalue)
     for name, value in zip(engine.past_names, buffers.caches[parity], strict=True):
@@ -693,7 +698,15 @@ class StaticState:
             "cache_pads": ints(0, 0, 0, more["columns"], 0, more["slots"], more["hyps"], 0, 0, 0),
             "cache_merge": ints(b.rows, heads, b.columns, d_head),
         }
+        if self._grow_key_split:  # the keys in their layout: (heads, d_head) as (heads * a, b), KEY_LAYOUT
+            a_, b_ = engine.static_key_layout.shape if engine.static_key_layout is not None else (1, d_head)
+            inputs[GROW_KEY_SPLIT] = ints(a.slots, a.hyps, heads * a_, a.columns, b_)
         engine.run_graph("grow", inputs, [], bound=bound)
+
+    @functools.cached_property
+    def _grow_key_split(self) -> bool:
+        """Whether the bundle's grow takes ``GROW_KEY_SPLIT`` (exports since session 46)."""
+        return GROW_KEY_SPLIT in {i.name for i in self.engine.sessions["grow"].get_inputs()}
 
     def _from_to(self, old: Buffers, new: Buffers, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """A state graph's inputs, the old buffers' memory and current cache, and its outputs (``prefix`` + name)

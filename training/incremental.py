@@ -178,9 +178,9 @@ class DecoderStep(nn.Module):
         ``fused``): the gathered window of C columns (its last a placeholder) becomes the present with the new key and
         value written into that last column, and one kernel attends over it (training/fused.py
         ``BeamCachedAttention``, with a beam index of each row's own hypothesis), where ``MultiHeadAttention``
-        concatenates and transposes in several. The same inputs, outputs and arithmetic. The CPU's kernel only so
-        far: CUDA's keeps keys as (rows, heads, d_head / x, C, x), which this window's gather does not follow
-        (inference/engine.py ``check_static_attention``)."""
+        concatenates and transposes in several. The same outputs and arithmetic; one input more, last,
+        ``key_layout`` (core/graphs.py ``KEY_LAYOUT``), whose shape says how the key caches lie: CUDA's kernel keeps
+        keys as (rows, heads, d_head / x, C, x), the CPU's plain, and the window's gather follows either."""
         layers = len(model.decoder_layers)
         if not -layers <= attention_layer < layers:
             raise ValueError(f"attention_layer={attention_layer} is outside the {layers} decoder layers")
@@ -198,6 +198,9 @@ class DecoderStep(nn.Module):
         layers = decoder_layers(model)
         if self.masked:
             own, step, *memory = memory  # type: ignore[assignment]
+        key_layout: Tensor | None = None
+        if self.static_masked:  # its shape is the key caches' layout (core/graphs.py KEY_LAYOUT)
+            *memory, key_layout = memory  # type: ignore[assignment]
         cross, past = memory[: 2 * len(layers)], memory[2 * len(layers) :]
 
         batch, hyps = tokens.size(0), tokens.size(1)
@@ -245,8 +248,20 @@ class DecoderStep(nn.Module):
                 window, taken = cached, torch.cat([taken, column[cached - 1 :]])
             within = torch.arange(heads, device=tokens.device)[:, None] * cached + taken  # (heads, window)
             shifted = (first + within).reshape(-1)
+        key_shifted: Tensor | None = None
+        key_width = d_head
+        if key_layout is not None:
+            # The keys the kernel reads, seen as (rows, heads, a, C, b) (core/graphs.py KEY_LAYOUT; a and b fold to
+            # constants per session): the same window gathered in b-wide slices, so that the keys stay in the
+            # layout of the provider's kernel; plain (1, d_head) is the index above.
+            a, key_width = key_layout.size(0), key_layout.size(1)
+            lanes = torch.arange(heads, device=tokens.device)[:, None] * a + torch.arange(a, device=tokens.device)
+            key_first = (reorder * (heads * a * cached))[:, None, None, None]  # (rows, 1, 1, 1)
+            key_shifted = (key_first + (lanes[:, :, None] * cached + taken)).reshape(-1)  # (rows, heads, a, window)
 
-        def cached_rows(t: Tensor) -> Tensor:  # the rows' past, without the oldest column when static
+        def cached_rows(t: Tensor, key: bool = False) -> Tensor:  # the rows' past, without the oldest column if static
+            if key and key_shifted is not None:
+                return t.reshape(-1, key_width).index_select(0, key_shifted).reshape(-1, heads, window, d_head)
             if shifted is not None:
                 return t.reshape(-1, d_head).index_select(0, shifted).reshape(-1, heads, window, d_head)
             return t.index_select(0, reorder)
@@ -290,7 +305,7 @@ class DecoderStep(nn.Module):
             def fused_self_attention(h: Tensor, i: int = i, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
                 product, bias = _fused_product(h, [attn.q_proj, attn.k_proj, attn.v_proj])
                 q, k_new, v_new = product.reshape(-1, 1, 3 * d_model).split(d_model, dim=-1)  # (rows, 1, d_model)
-                past_k, past_v = cached_rows(past[2 * i]), cached_rows(past[2 * i + 1])
+                past_k, past_v = cached_rows(past[2 * i], key=True), cached_rows(past[2 * i + 1])
                 if own_beams is not None:  # the window's last column written and attended in one kernel
                     out, keys, values = BeamCachedAttention.apply(
                         q, k_new, v_new, bias, own, past_k, past_v, last, own_beams, heads

@@ -288,3 +288,58 @@ def test_caches_that_never_move_decode_on_cuda_like_the_cpu(
         assert _admitted_mid_run(engine) == _admitted_mid_run(cpu_engine)
     finally:
         clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS = columns
+
+
+@pytest.fixture(scope="module")
+def wide_static_masked_bundle(tiny_vocab: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny preset with random weights and heads of 32 values (two; CUDA's DecoderMaskedMultiHeadAttention takes
+    32, 64 or 128, the tiny model's are 16), exported with decoder-masked static steps in an fp32 GPU set."""
+    import torch
+
+    from core.tokenizer import Tokenizer
+    from training.checkpoint import read_vocab_files, save
+    from training.config import load_config
+    from training.export import export_bundle
+    from training.model import Transformer
+
+    work = tmp_path_factory.mktemp("wide-heads")
+    config = load_config("tiny", overrides=["model.n_heads=2", f"model.vocab_size={len(Tokenizer(tiny_vocab))}"])
+    config.data.vocab = str(tiny_vocab)
+    torch.manual_seed(0)
+    state = {"config": config.to_dict(), "model": Transformer(config.model).state_dict()}
+    save(work / "random.pt", {**state, "vocab_files": read_vocab_files(tiny_vocab)})
+    how = {"gpu_dtype": "fp32", "gpu_attention": "fused", "static_step": True, "static_attention": "decoder-masked"}
+    meta = {"name": "wide-heads", "version": "1", "source_language": "en", "target_language": "de"}
+    export_bundle(work / "random.pt", work / "bundle", **meta, **how)  # type: ignore[arg-type]
+    return work / "bundle"
+
+
+def test_the_decoder_masked_static_step_on_cuda_computes_the_cpus_in_cudas_key_layout(
+    wide_static_masked_bundle: Path,
+) -> None:
+    """The decoder-masked static step (``--static-attention decoder-masked``) on CUDA, its keys in CUDA's kernel's
+    layout ((rows, heads, d_head / x, columns, x), which the engine binds as ``key_layout``), computes the CPU's step
+    in the plain layout: the same top-k log-probabilities and the same caches, the new column included, once CUDA's
+    keys are read back in the plain layout (TF32 products: 1e-2)."""
+    from inference.static_state import Dims, StaticSession
+    from tests.inference.test_masked_attention_kernel import _from_layout, static_step_feeds
+
+    bundle = wide_static_masked_bundle
+    cpu = Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    gpu = Engine.load(bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=False)
+    assert cpu.static_key_layout is not None and cpu.static_key_layout.shape == (1, 32)
+    assert gpu.static_key_layout is not None and gpu.static_key_layout.shape == (8, 4)  # fp32: 4 values in 16 bytes
+    dims = Dims(slots=2, hyps=4, width=16, columns=32)
+    outputs = []
+    for engine in (cpu, gpu):
+        assert engine.static_key_layout is not None
+        session = StaticSession(engine, dims).session
+        feeds, _, _ = static_step_feeds(engine, dims, engine.static_key_layout.shape)
+        outputs.append(dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True)))
+    want, got = outputs
+    top = "topk" if "topk" in want else "topk_logprobs"
+    np.testing.assert_allclose(got[top][..., 0, :] if top == "topk" else got[top],
+                               want[top][..., 0, :] if top == "topk" else want[top], atol=1e-2)  # fmt: skip
+    for name in gpu.present_names:
+        cache = _from_layout(got[name], 8, 4) if name.startswith("present_k_") else got[name]
+        np.testing.assert_allclose(cache, want[name], atol=1e-2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import types
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 
 import inference.beam_search as beam_search_module
 import inference.engine as engine_module
+from core.graphs import GROW_KEY_SPLIT, KEY_LAYOUT
 from core.translation import DecodeOptions, Translation
 from inference.engine import Engine
 from inference.static_state import Dims, StaticState
@@ -499,16 +501,38 @@ def test_lanes_step_each_set_on_a_thread_and_sessions_of_its_own(
         Engine.load(tiny_fused_bundle, provider="cpu", threads=1, lanes=5)
 
 
-def test_a_decoder_masked_static_step_is_refused_on_cuda_until_it_follows_the_key_layout(
+def test_a_decoder_masked_static_step_binds_its_providers_key_layout_and_is_refused_where_it_cannot_decode(
     tiny_static_masked_bundle: Path,
 ) -> None:
-    """CUDA's DecoderMaskedMultiHeadAttention keeps keys as (rows, heads, d_head / x, columns, x); the static step's
-    window gather moves the plain layout the CPU's kernel reads. So such a set's static steps are refused on CUDA
-    (they would decode wrong tokens there) and served on the CPU; the default static attention runs everywhere."""
+    """A static step exported with ``--static-attention decoder-masked`` gets the key layout of the provider's
+    DecoderMaskedMultiHeadAttention as its ``key_layout`` input's shape: plain (1, d_head) on the CPU, (d_head / x, x)
+    on CUDA, x values in 16 bytes. On CUDA it is refused where it would decode wrong tokens or not run: a session-45
+    export (no such input: its gather moved plain keys), a grow without the keys' own view, heads CUDA's kernel does
+    not take (the tiny model's 16). The default static attention binds nothing."""
     manifest = json.loads((tiny_static_masked_bundle / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["variants"]["cuda"]["static_attention"] == "decoder-masked"
-    with pytest.raises(engine_module.EngineError, match="--static-attention multihead"):
-        engine_module.check_static_attention(manifest, "cuda", "CUDAExecutionProvider")
-    engine_module.check_static_attention(manifest, "cuda", "CPUExecutionProvider")
-    del manifest["variants"]["cuda"]["static_attention"]  # multihead, the default, is not recorded
-    engine_module.check_static_attention(manifest, "cuda", "CUDAExecutionProvider")
+    graph_set = manifest["variants"]["cuda"]
+    assert graph_set["static_attention"] == "decoder-masked"
+    listed = graph_set["graphs"]
+    assert KEY_LAYOUT in listed["static_decoder"]["inputs"] and GROW_KEY_SPLIT in listed["grow"]["inputs"]
+
+    def check(provider: str, float_type: type = np.float32, d_head: int = 16) -> np.ndarray | None:
+        engine = types.SimpleNamespace(provider=provider, float_type=float_type)
+        manifest["architecture"]["d_head"] = d_head
+        return engine_module.check_static_attention(engine, manifest, "cuda", listed)  # type: ignore[arg-type]
+
+    cuda = "CUDAExecutionProvider"
+    assert check("CPUExecutionProvider").shape == (1, 16)  # type: ignore[union-attr]
+    with pytest.raises(engine_module.EngineError, match="heads of"):
+        check(cuda)
+    assert check(cuda, np.float32, 64).shape == (16, 4)  # type: ignore[union-attr]
+    assert check(cuda, np.float16, 64).shape == (8, 8)  # type: ignore[union-attr]
+    assert check(cuda, np.float16, 32).shape == (4, 8)  # type: ignore[union-attr]
+    del listed["grow"]["inputs"][GROW_KEY_SPLIT]
+    with pytest.raises(engine_module.EngineError, match="re-export"):
+        check(cuda, np.float16, 64)
+    del listed["static_decoder"]["inputs"][KEY_LAYOUT]  # session 45's export
+    with pytest.raises(engine_module.EngineError, match="re-export"):
+        check(cuda, np.float16, 64)
+    assert check("CPUExecutionProvider") is None  # plain keys, which the CPU's kernel reads
+    del graph_set["static_attention"]  # multihead, the default, is not recorded
+    assert check(cuda, np.float16, 64) is None

@@ -7,6 +7,8 @@ translation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -137,3 +139,120 @@ def test_the_move_graph_moves_keys_in_the_layout_of_cudas_kernel(tiny_masked_bun
     new = got.reshape(2, 4, heads, 16, d_head)
     np.testing.assert_array_equal(new[:, :2, :, :6], old[[3, 1]][:, :, :, 4:10])
     assert clock_state.MASKED_MOVE in engine.sessions
+
+
+def _to_layout(plain: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Keys (rows, heads, columns, d_head) as a kernel keeps them that reads (rows, heads, a, columns, b)."""
+    rows, heads, columns, d_head = plain.shape
+    moved = plain.reshape(rows, heads, columns, a, b).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(moved).reshape(rows, heads, columns, d_head)
+
+
+def _from_layout(native: np.ndarray, a: int, b: int) -> np.ndarray:
+    rows, heads, columns, d_head = native.shape
+    moved = native.reshape(rows, heads, a, columns, b).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(moved).reshape(rows, heads, columns, d_head)
+
+
+# CUDA's layouts of 16-value heads: fp32 (x = 4) and fp16 (x = 8); the graphs here are fp32, the layout any (a, b)
+CUDA_LAYOUTS = [(4, 4), (2, 8)]
+
+
+def static_step_feeds(
+    engine: Any, dims: Any, layout: tuple[int, int], seed: int = 5
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """Random inputs of one decoder-masked static step of ``dims`` (core/graphs.py KEY_LAYOUT), its key caches in
+    ``layout``: the feeds, the caches in the plain layout by name, and the step's reorder."""
+    from core.graphs import KEY_LAYOUT, PACKED_STEP_IDS
+
+    arch = engine.manifest["architecture"]
+    heads, d_head, rows = int(arch["n_heads"]), int(arch["d_head"]), dims.rows
+    rng = np.random.default_rng(seed)
+    reorder = rng.integers(0, rows, rows)
+    feeds: dict[str, np.ndarray] = {
+        "k": np.full(engine.k_shape, 8, np.int64),
+        "src_mask": np.zeros((dims.slots, dims.width), bool),
+        KEY_LAYOUT: np.zeros(layout, np.uint8),
+    }
+    ids = np.concatenate([np.full(rows, engine.bos_id), np.full(dims.slots, 5), reorder]).astype(np.int64)
+    if engine.static_packed:
+        feeds[PACKED_STEP_IDS] = ids
+    else:
+        grid = ids[:rows].reshape(dims.slots, dims.hyps)
+        feeds |= {"tokens": grid, "positions": ids[rows : rows + dims.slots], "reorder": reorder}
+    plain: dict[str, np.ndarray] = {}
+    for name in engine.memory_names[1:]:
+        feeds[name] = rng.standard_normal((dims.slots, heads, dims.width, d_head)).astype(np.float32)
+    for name in engine.past_names:
+        plain[name] = rng.standard_normal((rows, heads, dims.columns, d_head)).astype(np.float32)
+        feeds[name] = _to_layout(plain[name], *layout) if name.startswith("past_k_") else plain[name]
+    return feeds, plain, reorder
+
+
+@pytest.mark.parametrize("layout", CUDA_LAYOUTS)
+def test_the_decoder_masked_static_step_gathers_its_window_of_keys_in_the_layout_it_is_given(
+    tiny_static_masked_bundle, layout: tuple[int, int]
+) -> None:  # type: ignore[no-untyped-def]
+    """The static step exported with ``--static-attention decoder-masked`` gathers each row's window (the row it
+    continues, without its oldest column, a placeholder last) from key caches kept in the layout its ``key_layout``
+    input's shape gives, (rows, heads, a, columns, b) as CUDA's kernel keeps them, and values in the plain one. Run
+    on the CPU with a CUDA layout: the present outside the column the CPU's kernel writes (in its plain layout) is
+    the window in the given layout. Fails when the gather ignores the layout (it then moves plain columns)."""
+    from core.graphs import KEY_LAYOUT
+    from inference.engine import Engine
+    from inference.static_state import Dims, StaticSession
+
+    engine = Engine.load(tiny_static_masked_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    assert engine.static_key_layout is not None and engine.static_key_layout.shape == (1, 16)  # the CPU's: plain
+    engine.static_key_layout = np.zeros(layout, np.uint8)
+    dims = Dims(slots=2, hyps=4, width=16, columns=32)
+    session = StaticSession(engine, dims).session
+    assert KEY_LAYOUT in {i.name for i in session.get_inputs()}
+    feeds, plain, reorder = static_step_feeds(engine, dims, layout)
+    names = [o.name for o in session.get_outputs()]
+    got = dict(zip(names, session.run(None, feeds), strict=True))
+    columns, d_head = dims.columns, int(engine.manifest["architecture"]["d_head"])
+    taken = [*range(1, columns), columns - 1]  # the window: the oldest column dropped, the placeholder last
+    written = slice((columns - 1) * d_head, columns * d_head)  # the CPU kernel's new column, in its plain layout
+    for name, past in plain.items():
+        window = past[reorder][:, :, taken]
+        present = got[name.replace("past_", "present_")]
+        if name.startswith("past_v_"):
+            np.testing.assert_array_equal(present[:, :, : columns - 1], window[:, :, : columns - 1])
+            continue
+        rows, heads = window.shape[:2]
+        expected = _to_layout(window, *layout).reshape(rows, heads, -1)
+        kept = np.ones(columns * d_head, bool)
+        kept[written] = False
+        assert not np.array_equal(expected, window.reshape(rows, heads, -1))  # the layouts differ: the check can fail
+        np.testing.assert_array_equal(present.reshape(rows, heads, -1)[:, :, kept], expected[:, :, kept])
+
+
+@pytest.mark.parametrize("layout", [(1, 16), *CUDA_LAYOUTS])
+def test_grow_moves_keys_in_the_layout_of_the_static_step(tiny_static_masked_bundle, layout: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    """The bundle's grow, given the five-axis view StaticState gives it for keys in a layout (core/graphs.py
+    GROW_KEY_SPLIT), moves a set into a larger bucket (more slots, hypotheses and columns, the new columns on the
+    left) as the same move of plain keys does; values stay plain. Fails when the keys are viewed as plain."""
+    from inference.engine import Engine
+    from inference.static_state import Dims, StaticState
+
+    engine = Engine.load(tiny_static_masked_bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
+    assert "grow" in engine.sessions
+    a, b = layout
+    engine.static_key_layout = np.zeros(layout, np.uint8)
+    old = engine.static_pool.acquire(Dims(slots=2, hyps=2, width=16, columns=32))
+    new = engine.static_pool.acquire(Dims(slots=4, hyps=4, width=32, columns=64))
+    rng = np.random.default_rng(7)
+    plain = []
+    for name, value in zip(engine.past_names, old.caches[0], strict=True):
+        cache = rng.standard_normal(value.shape()).astype(np.float32)
+        plain.append(cache)
+        value.update_inplace(_to_layout(cache, a, b) if name.startswith("past_k_") else cache)
+    state = StaticState(engine)
+    state._grow(old, new)
+    for name, cache, value in zip(engine.past_names, plain, new.caches[0], strict=True):
+        got = value.numpy()
+        grown = _from_layout(got, a, b) if name.startswith("past_k_") else got
+        grid = grown.reshape(4, 4, *grown.shape[1:])
+        np.testing.assert_array_equal(grid[:2, :2, :, 32:], cache.reshape(2, 2, *cache.shape[1:]))
+        np.testing.assert_array_equal(grid[:2, :2, :, :32], 0)  # the new columns, on the left, empty

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from core.graphs import KEY_LAYOUT
+
 
 def random_step_inputs(
     manifest: dict[str, Any], batch: int, hyps: int, rng: np.random.Generator, *, source: int = 25, cached: int = 20
@@ -32,10 +34,12 @@ def random_step_inputs(
 
 
 def typed(feeds: dict[str, np.ndarray], sess: Any) -> dict[str, np.ndarray]:
-    """The random float inputs in the graph's float type (fp16 graph sets take fp16 memory), and ``k`` in the shape
-    the graph takes (a scalar in exports before 2026-11-26)."""
+    """The random float inputs in the graph's float type (fp16 graph sets take fp16 memory), ``k`` in the shape
+    the graph takes (a scalar in exports before 2026-11-26), and a plain ``KEY_LAYOUT`` where the graph takes one."""
     inputs = {i.name: i for i in sess.get_inputs()}
     out = {k: v.astype(np.float16) if inputs[k].type == "tensor(float16)" else v for k, v in feeds.items()}
     if "k" in out:
         out["k"] = out["k"].reshape([int(d) for d in inputs["k"].shape])
+    if KEY_LAYOUT in inputs and "past_k_0" in out:  # a decoder-masked static step's key caches: plain, the CPU's
+        out[KEY_LAYOUT] = np.zeros((1, out["past_k_0"].shape[3]), dtype=np.uint8)
     return out

@@ -15,6 +15,10 @@ import torch
 from core.bundle import DECODER_FILE, ENCODER_FILE, GRAPH_FILES
 from core.graphs import (
     FLOAT,
+    GROW_KEY_SPLIT,
+    KEY_A,
+    KEY_B,
+    KEY_LAYOUT,
     MASKED_MOVE,
     MASKED_STEP,
     PACKED_LEN,
@@ -111,7 +115,12 @@ def trace_graphs(
     for role, module, example in graphs:
         contract = spec(role, model)
         path = directory / GRAPH_FILES[role]
-        trace_module(module, example, path, contract.input_names, contract.output_names, contract.dynamic_axes, opset)
+        names, axes = contract.input_names, contract.dynamic_axes
+        if role == "static_decoder" and static_masked:  # the key caches' layout, plain in the example
+            d_head = model.config.d_model // model.config.n_heads
+            example = (*example, torch.zeros(1, d_head, dtype=torch.uint8))
+            names, axes = [*names, KEY_LAYOUT], {**axes, KEY_LAYOUT: {0: KEY_A, 1: KEY_B}}
+        trace_module(module, example, path, names, contract.output_names, axes, opset)
         graph = onnx.load(str(path))
         if role != "encoder":
             k_on_the_host(graph)
@@ -373,7 +382,8 @@ def sized_state_graph(role: str, encoder: onnx.ModelProto, layers: int, heads: i
         for t in memory[1:]:
             nodes.append(helper.make_node("Pad", [t.name, "memory_pads", "nothing"], [f"grown_{t.name}"]))
         for t in contract.inputs[1 + 2 * layers : 1 + 4 * layers]:  # (slots, hyps, ...): new hyps, slots, columns
-            nodes.append(helper.make_node("Reshape", [t.name, "cache_split"], [f"{t.name}_split"]))
+            split = GROW_KEY_SPLIT if t.name.startswith("past_k_") else "cache_split"  # keys: their own view
+            nodes.append(helper.make_node("Reshape", [t.name, split], [f"{t.name}_split"]))
             nodes.append(helper.make_node("Pad", [f"{t.name}_split", "cache_pads", "nothing"], [f"{t.name}_padded"]))
             nodes.append(helper.make_node("Reshape", [f"{t.name}_padded", "cache_merge"], [f"grown_{t.name}"]))
     elif role == "compact":
@@ -394,9 +404,10 @@ def sized_state_graph(role: str, encoder: onnx.ModelProto, layers: int, heads: i
             nodes.append(helper.make_node("Slice", [t.name, "start_1", "big", "axis_steps"], [f"trimmed_{t.name}"]))
     else:
         raise ValueError(f"{role!r} is not a state graph (select, merge, trim, place, grow, compact)")
-    graph = helper.make_graph(
-        nodes, role, [value(t) for t in contract.inputs], [value(t) for t in contract.outputs], initializer=constants
-    )
+    inputs = [value(t) for t in contract.inputs]
+    if role == "grow":  # beside the contract's (core/graphs.py GROW_KEY_SPLIT): older grow graphs lack it
+        inputs.append(value(TensorSpec(GROW_KEY_SPLIT, "int64", (5,))))
+    graph = helper.make_graph(nodes, role, inputs, [value(t) for t in contract.outputs], initializer=constants)
     model = helper.make_model(graph, opset_imports=list(encoder.opset_import))
     model.ir_version = encoder.ir_version
     return model
