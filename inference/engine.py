@@ -581,6 +581,8 @@ class Engine:
                 f"masked_step: the {variant or 'main'} graphs of {bundle} lack {MASKED_STEP}; re-export the bundle "
                 "with `--masked-step`"
             )
+        if masked_step and providers[0] == "CUDAExecutionProvider":
+            check_head_size(manifest, "masked_step", "run without masked_step")
         if spinning not in (False, True, "decoder"):
             raise EngineError(f"spinning={spinning!r}: use False, True or 'decoder'")
         if shared_pool:
@@ -997,7 +999,18 @@ def key_layout(provider: str, float_type: Any, d_head: int) -> tuple[int, int]:
 
 
 DECODER_MASKED_HEAD_SIZES = (32, 64, 128)
-"""The head sizes onnxruntime's CUDA ``DecoderMaskedMultiHeadAttention`` takes."""
+"""The head sizes onnxruntime's CUDA ``DecoderMaskedMultiHeadAttention`` takes (its kernels are built for these)."""
+
+
+def check_head_size(manifest: dict[str, Any], what: str, instead: str) -> None:
+    """EngineError where ``what``, a step built on ``DecoderMaskedMultiHeadAttention``, would run on CUDA with heads
+    its kernel does not take: onnxruntime would otherwise fail the first step."""
+    d_head = int(manifest["architecture"]["d_head"])
+    if d_head not in DECODER_MASKED_HEAD_SIZES:
+        raise EngineError(
+            f"{what} on CUDA needs heads of {', '.join(map(str, DECODER_MASKED_HEAD_SIZES))} values (onnxruntime's "
+            f"DecoderMaskedMultiHeadAttention); this model's are {d_head}: {instead}"
+        )
 
 
 def check_static_attention(
@@ -1020,11 +1033,7 @@ def check_static_attention(
                 "this bundle's static steps were exported with --static-attention decoder-masked before its key "
                 "caches followed CUDA's layout (session 46): re-export it, or with --static-attention multihead"
             )
-        if d_head not in DECODER_MASKED_HEAD_SIZES:
-            raise EngineError(
-                f"--static-attention decoder-masked on CUDA needs heads of {DECODER_MASKED_HEAD_SIZES} values; this "
-                f"model's are {d_head}: re-export with --static-attention multihead"
-            )
+        check_head_size(manifest, "--static-attention decoder-masked", "re-export with --static-attention multihead")
     if KEY_LAYOUT not in listed["static_decoder"]["inputs"]:
         return None  # session 45's export: plain keys, which the CPU's kernel reads
     return np.zeros(layout, dtype=np.uint8)

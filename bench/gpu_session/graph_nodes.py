@@ -1,6 +1,6 @@
 """The node counts of a graph set's step graphs: what a replayed step launches, read off the graphs on the CPU.
 
-    PYTHONPATH=. python bench/gpu_session/graph_nodes.py BUNDLE [--set cuda]
+    PYTHONPATH=. python bench/gpu_session/graph_nodes.py BUNDLE [--set cuda] [--key-layout plain|A,B]
 
 For each step graph of the set (decoder, its lean step, static_decoder, its lean step): its nodes that are not
 constants, its Casts, and the nodes left in onnxruntime's optimized graph of the static steps with a batch-1 bucket's
@@ -20,6 +20,7 @@ import onnx
 import onnxruntime as ort
 
 from core.bundle import read_manifest, set_graphs
+from core.graphs import KEY_A, KEY_B
 
 STEPS = ("decoder", "decoder_lean", "static_decoder", "static_decoder_lean")
 BATCH_1 = {"batch": 1, "hyps": 4, "rows": 4, "src_len": 32, "steps": 32, "packed": 9}
@@ -30,15 +31,16 @@ ALIASES = ("Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity")
 """Nodes whose output onnxruntime's CUDA provider makes a view of their input: no kernel a replay."""
 
 
-def optimized_nodes(path: Path) -> tuple[int, int]:
+def optimized_nodes(path: Path, layout: tuple[int, int] = (1, 1)) -> tuple[int, int]:
     """Nodes of onnxruntime's optimized graph (extended level, the CPU provider) with ``BATCH_1`` fixed, less Casts;
-    and of those, the ones that are not ``ALIASES``."""
+    and of those, the ones that are not ``ALIASES``. ``layout``: a decoder-masked static step's key layout
+    (core/graphs.py ``KEY_LAYOUT``), which its session fixes too."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     with tempfile.TemporaryDirectory() as scratch:
         options.optimized_model_filepath = str(Path(scratch) / "optimized.onnx")
-        for name, value in BATCH_1.items():
+        for name, value in (*BATCH_1.items(), *zip((KEY_A, KEY_B), layout, strict=True)):
             options.add_free_dimension_override_by_name(name, value)
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         graph = onnx.load(options.optimized_model_filepath, load_external_data=False).graph
@@ -50,14 +52,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("bundle")
     parser.add_argument("--set", default="cuda")
+    parser.add_argument("--key-layout", default="plain", help="a decoder-masked step's: plain (the CPU's), or A,B")
     args = parser.parse_args(argv)
-    graphs = set_graphs(read_manifest(args.bundle), args.set, args.bundle)
+    manifest = read_manifest(args.bundle)
+    graphs = set_graphs(manifest, args.set, args.bundle)
+    d_head = int(manifest["architecture"]["d_head"])
+    a, b = (1, d_head) if args.key_layout == "plain" else (int(n) for n in args.key_layout.split(","))
     for role in (r for r in STEPS if r in graphs):
         path = Path(args.bundle) / graphs[role]["file"]
         ops = collections.Counter(n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node)
         line = f"{role}: {sum(ops.values()) - ops['Constant']} nodes besides constants, {ops['Cast']} Casts"
         if role.startswith("static"):
-            nodes, kernels = optimized_nodes(path)
+            nodes, kernels = optimized_nodes(path, (a, b))
             line += f"; optimized with a batch-1 bucket fixed: {nodes} nodes besides Casts, {kernels} besides views"
         print(line, flush=True)
 

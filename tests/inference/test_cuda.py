@@ -270,30 +270,46 @@ def test_a_warm_up_captures_on_the_decoding_thread_and_later_sets_only_replay(
 
 
 @pytest.mark.parametrize("graphs", ["main", "cuda"])
-def test_caches_that_never_move_decode_on_cuda_like_the_cpu(
-    tiny_masked_bundle: Path, cpu_engine: Engine, graphs: str
-) -> None:
+def test_caches_that_never_move_decode_on_cuda_like_the_cpu(wide_heads_bundle: Path, graphs: str) -> None:
     """The masked step on CUDA (DecoderMaskedMultiHeadAttention, whose CUDA kernel keeps keys in a layout of its
     own, which the state's moves follow: inference/clock_state.py) finds the CPU's beams, in batches and with
     sentences admitted mid-run, on plain and fused graphs; its first sets start at the fewest columns, so that the
-    clock's columns move too."""
+    clock's columns move too. On a model with 32-value heads (``wide_heads_bundle``): CUDA's kernel takes no
+    other below 64 (the tiny model's are 16; the engine refuses them there)."""
     import inference.clock_state as clock_state
 
-    engine = Engine.load(tiny_masked_bundle, provider="cuda", graphs=graphs, masked_step=True)
+    cpu = Engine.load(wide_heads_bundle, provider="cpu", threads=1)
+    engine = Engine.load(wide_heads_bundle, provider="cuda", graphs=graphs, masked_step=True)
     assert engine.provider == "CUDAExecutionProvider" and engine.masked_step
     columns = clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS
     clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS = 0, 4
     try:
-        _assert_decodes_like(cpu_engine, engine, (1, 5, 24))
-        assert _admitted_mid_run(engine) == _admitted_mid_run(cpu_engine)
+        _assert_decodes_like(cpu, engine, (1, 5, 24))
+        assert _admitted_mid_run(engine) == _admitted_mid_run(cpu)
     finally:
         clock_state.COLUMNS_PER_SOURCE, clock_state.MIN_COLUMNS = columns
 
 
+def test_kernels_of_decoder_masked_attention_are_refused_on_cuda_for_heads_it_does_not_take(
+    tiny_masked_bundle: Path, tiny_static_masked_bundle: Path
+) -> None:
+    """The tiny model's heads are 16 values wide: both steps built on DecoderMaskedMultiHeadAttention are refused on
+    CUDA with an EngineError that says what to do, not an onnxruntime error in the first step."""
+    from inference.engine import EngineError
+
+    with pytest.raises(EngineError, match="heads of"):
+        Engine.load(tiny_masked_bundle, provider="cuda", masked_step=True)
+    with pytest.raises(EngineError, match="heads of"):
+        Engine.load(tiny_static_masked_bundle, provider="cuda", graphs="cuda", static_step=True)
+
+
 @pytest.fixture(scope="module")
-def wide_static_masked_bundle(tiny_vocab: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wide_heads_bundle(tiny_vocab: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny preset with random weights and heads of 32 values (two; CUDA's DecoderMaskedMultiHeadAttention takes
-    32, 64 or 128, the tiny model's are 16), exported with decoder-masked static steps in an fp32 GPU set."""
+    32, 64 or 128, the tiny model's are 16), exported with the masked step and, in an fp32 GPU set, decoder-masked
+    static steps. Its final logits bias is drawn with a spread of 3 (random weights alone leave near ties that
+    reduced precision flips: with fp16 graphs on the CPU as a proxy for TF32, 23 of the 24 texts kept their beams
+    with no bias, 24 with this one, scores within 8e-4; the tokens still depend on the attention)."""
     import torch
 
     from core.tokenizer import Tokenizer
@@ -303,19 +319,23 @@ def wide_static_masked_bundle(tiny_vocab: Path, tmp_path_factory: pytest.TempPat
     from training.model import Transformer
 
     work = tmp_path_factory.mktemp("wide-heads")
-    config = load_config("tiny", overrides=["model.n_heads=2", f"model.vocab_size={len(Tokenizer(tiny_vocab))}"])
+    sizes = ["model.n_heads=2", f"model.vocab_size={len(Tokenizer(tiny_vocab))}", "model.final_logits_bias=true"]
+    config = load_config("tiny", overrides=sizes)
     config.data.vocab = str(tiny_vocab)
     torch.manual_seed(0)
-    state = {"config": config.to_dict(), "model": Transformer(config.model).state_dict()}
+    model = Transformer(config.model)
+    with torch.no_grad():
+        model.final_logits_bias.copy_(torch.randn(model.final_logits_bias.shape) * 3)
+    state = {"config": config.to_dict(), "model": model.state_dict()}
     save(work / "random.pt", {**state, "vocab_files": read_vocab_files(tiny_vocab)})
     how = {"gpu_dtype": "fp32", "gpu_attention": "fused", "static_step": True, "static_attention": "decoder-masked"}
     meta = {"name": "wide-heads", "version": "1", "source_language": "en", "target_language": "de"}
-    export_bundle(work / "random.pt", work / "bundle", **meta, **how)  # type: ignore[arg-type]
+    export_bundle(work / "random.pt", work / "bundle", **meta, **how, masked_step=True)  # type: ignore[arg-type]
     return work / "bundle"
 
 
 def test_the_decoder_masked_static_step_on_cuda_computes_the_cpus_in_cudas_key_layout(
-    wide_static_masked_bundle: Path,
+    wide_heads_bundle: Path,
 ) -> None:
     """The decoder-masked static step (``--static-attention decoder-masked``) on CUDA, its keys in CUDA's kernel's
     layout ((rows, heads, d_head / x, columns, x), which the engine binds as ``key_layout``), computes the CPU's step
@@ -324,7 +344,7 @@ def test_the_decoder_masked_static_step_on_cuda_computes_the_cpus_in_cudas_key_l
     from inference.static_state import Dims, StaticSession
     from tests.inference.test_masked_attention_kernel import _from_layout, static_step_feeds
 
-    bundle = wide_static_masked_bundle
+    bundle = wide_heads_bundle
     cpu = Engine.load(bundle, provider="cpu", threads=1, graphs="cuda", static_step=True)
     gpu = Engine.load(bundle, provider="cuda", graphs="cuda", static_step=True, cuda_graph=False)
     assert cpu.static_key_layout is not None and cpu.static_key_layout.shape == (1, 32)
@@ -343,3 +363,14 @@ def test_the_decoder_masked_static_step_on_cuda_computes_the_cpus_in_cudas_key_l
     for name in gpu.present_names:
         cache = _from_layout(got[name], 8, 4) if name.startswith("present_k_") else got[name]
         np.testing.assert_allclose(cache, want[name], atol=1e-2)
+
+
+def test_decoder_masked_static_steps_replayed_on_cuda_decode_like_the_cpu(wide_heads_bundle: Path) -> None:
+    """The decoder-masked static steps on CUDA, replayed as CUDA graphs, keys in CUDA's layout (their window's gather
+    and ``grow`` follow it), find the CPU's beams: whole batches of several sizes twice, then sentences admitted
+    mid-run (``grow`` moves the keys as sets widen)."""
+    cpu = Engine.load(wide_heads_bundle, provider="cpu", threads=1)
+    static = Engine.load(wide_heads_bundle, provider="cuda", graphs="cuda", static_step=True)
+    assert static.cuda_graph and static.static_key_layout is not None and static.static_key_layout.shape == (8, 4)
+    _assert_decodes_like(cpu, static, (1, 5, 24, 5))
+    assert _admitted_mid_run(cpu) == _admitted_mid_run(static)
