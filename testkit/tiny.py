@@ -52,3 +52,23 @@ def build_tiny_bundle(out: Path) -> Path:
             target_language="de",
         )
     return out
+
+
+WIDE_HEADS_STEPS = 400
+"""Training steps of ``wide_heads_checkpoint``'s model (about 8 s on the 2-core CPU)."""
+
+
+def wide_heads_checkpoint(
+    train_tsv: Path, dev_tsv: Path, vocab: Path, run: Path, steps: int = WIDE_HEADS_STEPS
+) -> Path:
+    """The tiny model with heads of 32 values (two, where the tiny model has four of 16), trained ``steps`` steps
+    into ``run``; returns its checkpoint. onnxruntime's CUDA ``DecoderMaskedMultiHeadAttention`` takes heads of 32,
+    64 or 128 values only. Trained, not random: a random model's near ties flip under reduced precision (CUDA's TF32
+    products), a trained one's do not (bench/gpu_session/tf32_proxy.py)."""
+    from training.train import train
+
+    config = tiny_config(train_tsv, dev_tsv, vocab, steps=steps)
+    config.model.n_heads = 2
+    config.validate()
+    train(config, run)
+    return run / "last.pt"

@@ -304,33 +304,20 @@ def test_kernels_of_decoder_masked_attention_are_refused_on_cuda_for_heads_it_do
 
 
 @pytest.fixture(scope="module")
-def wide_heads_bundle(tiny_vocab: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny preset with random weights and heads of 32 values (two; CUDA's DecoderMaskedMultiHeadAttention takes
-    32, 64 or 128, the tiny model's are 16), exported with the masked step and, in an fp32 GPU set, decoder-masked
-    static steps. Its final logits bias is drawn with a spread of 3 (random weights alone leave near ties that
-    reduced precision flips: with fp16 graphs on the CPU as a proxy for TF32, 23 of the 24 texts kept their beams
-    with no bias, 24 with this one, scores within 8e-4; the tokens still depend on the attention)."""
-    import torch
-
-    from core.tokenizer import Tokenizer
-    from training.checkpoint import read_vocab_files, save
-    from training.config import load_config
+def wide_heads_bundle(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The tiny model with heads of 32 values (``testkit.tiny.wide_heads_checkpoint``: CUDA's
+    DecoderMaskedMultiHeadAttention takes 32, 64 or 128, the tiny model's are 16), exported with the masked step
+    and, in an fp32 GPU set, decoder-masked static steps."""
+    from testkit.tiny import wide_heads_checkpoint
     from training.export import export_bundle
-    from training.model import Transformer
 
     work = tmp_path_factory.mktemp("wide-heads")
-    sizes = ["model.n_heads=2", f"model.vocab_size={len(Tokenizer(tiny_vocab))}", "model.final_logits_bias=true"]
-    config = load_config("tiny", overrides=sizes)
-    config.data.vocab = str(tiny_vocab)
-    torch.manual_seed(0)
-    model = Transformer(config.model)
-    with torch.no_grad():
-        model.final_logits_bias.copy_(torch.randn(model.final_logits_bias.shape) * 3)
-    state = {"config": config.to_dict(), "model": model.state_dict()}
-    save(work / "random.pt", {**state, "vocab_files": read_vocab_files(tiny_vocab)})
+    checkpoint = wide_heads_checkpoint(*synthetic_corpus, tiny_vocab, work / "run")
     how = {"gpu_dtype": "fp32", "gpu_attention": "fused", "static_step": True, "static_attention": "decoder-masked"}
     meta = {"name": "wide-heads", "version": "1", "source_language": "en", "target_language": "de"}
-    export_bundle(work / "random.pt", work / "bundle", **meta, **how, masked_step=True)  # type: ignore[arg-type]
+    export_bundle(checkpoint, work / "bundle", **meta, **how, masked_step=True)  # type: ignore[arg-type]
     return work / "bundle"
 
 
