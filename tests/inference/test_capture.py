@@ -132,17 +132,21 @@ def test_under_load_no_capture_ever_runs_beside_other_work() -> None:
     assert gate.captures > 0
 
 
-@pytest.fixture()
-def capturing_engine(tiny_static_bundle: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
-    """Static steps told that they capture (what ``cuda_graph`` does on CUDA), with a fresh gate to count on."""
+def _capturing(bundle: Path, monkeypatch: pytest.MonkeyPatch, **load: Any) -> Engine:
     gate = CaptureGate()
     monkeypatch.setattr(capture, "GATE", gate)
     monkeypatch.setattr("inference.static_state.GATE", gate)
     monkeypatch.setattr("inference.engine.GATE", gate)
-    engine = Engine.load(tiny_static_bundle, provider="cpu", static_step=True)
+    engine = Engine.load(bundle, provider="cpu", static_step=True, **load)
     engine.cuda_graph = engine.static_encoder = True  # what Engine.load sets on CUDA for this bundle
     del engine.sessions["compact"]  # every translation then runs the same buckets: the counts below are exact
     return engine
+
+
+@pytest.fixture()
+def capturing_engine(tiny_static_bundle: Path, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """Static steps told that they capture (what ``cuda_graph`` does on CUDA), with a fresh gate to count on."""
+    return _capturing(tiny_static_bundle, monkeypatch)
 
 
 def test_the_runs_that_capture_are_exclusive_once_per_binding_and_thread(capturing_engine: Engine) -> None:
@@ -274,16 +278,24 @@ def test_running_sets_in_several_threads_translate_as_one_thread_does(capturing_
     assert [[t.best.text for t in batch] for batch in results] == one_thread
 
 
+@pytest.mark.parametrize("attention", ["multihead", "decoder-masked"])
 def test_a_warm_up_on_the_decoding_threads_leaves_nothing_to_open_or_capture(
-    capturing_engine: Engine, tiny_static_bundle: Path
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, attention: str
 ) -> None:
     """``static_warm`` (the server's ``MT_STATIC_WARM``): ``warmup`` opens every bucket of sets up to that many
     sentences on the engine's decoding threads, so that sets decoding there later open no session and capture no
     graph (onnxruntime keeps the graphs per thread: warmed on another thread, they would capture again), and
-    translate as an engine without static steps does."""
-
-    gate, engine = static_state.GATE, capturing_engine
-    reference = Engine.load(tiny_static_bundle, provider="cpu")
+    translate as an engine without static steps does; also with decoder-masked static steps, whose bindings carry
+    the key layout (their fused graphs and lean step: the ones a GPU replays)."""
+    if attention == "multihead":
+        bundle = request.getfixturevalue("tiny_static_bundle")
+        engine = _capturing(bundle, monkeypatch)
+    else:
+        bundle = request.getfixturevalue("tiny_static_masked_bundle")
+        engine = _capturing(bundle, monkeypatch, graphs="cuda", lean_step=True)
+        assert engine.static_key_layout is not None and engine.static_lean_path is not None
+    gate = static_state.GATE
+    reference = Engine.load(bundle, provider="cpu")
     engine.static_warm = 8
     assert engine.decode_threads is not None
     engine.warmup()
