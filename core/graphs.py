@@ -90,6 +90,12 @@ a, steps, b). The plain layout is (1, d_head) (onnxruntime's CPU kernel); CUDA's
 ``x`` values in 16 bytes (4 in fp32, 8 in fp16). The engine binds it and fixes both dimensions per session, so every
 index the window's gather computes from them folds to a constant. Values keep the plain layout on both."""
 KEY_A, KEY_B = "key_a", "key_b"
+WINDOW = "window"
+"""... and returns each layer's gathered window as an output more, ``window_k_<i>`` / ``window_v_<i>`` (rows, heads,
+``steps``, d_head) after the ``present_*``: the caches ``DecoderMaskedMultiHeadAttention`` then reads and writes in
+place. The engine binds each to the same buffer as the layer's ``present_*``, so the window is gathered straight into
+the present and the kernel, finding its past and present one buffer, copies nothing (it copies the past into the
+present first wherever they differ: one cache copy a tensor a step fewer)."""
 GROW_KEY_SPLIT = "key_split"
 """``grow`` graphs written since session 46 take this (5,) int64 input beside ``cache_split``: the five-axis view of
 the key caches, (slots, hyps, heads * a, columns, b) in ``KEY_LAYOUT``'s terms, so that grow pads the columns of keys

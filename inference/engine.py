@@ -46,6 +46,7 @@ from core.graphs import (
     STATIC_EXTRAS,
     STATIC_GRAPHS,
     STATIC_LEAN,
+    WINDOW,
     cache_names,
     graph_spec,
     memory_names,
@@ -438,6 +439,9 @@ class Engine:
         """A static step with ``DecoderMaskedMultiHeadAttention`` (``export --static-attention decoder-masked``): the
         array bound as its ``KEY_LAYOUT`` input, whose shape is the layout of the key caches on this provider
         (``key_layout``); None for the default static step."""
+        self.static_windows: list[str] = []
+        """The static step's window outputs (core/graphs.py ``WINDOW``: decoder-masked exports since session 46), each
+        bound to the buffer of its layer's present; none for other static steps."""
         self.encoder_path: Path | None = None
         self.static_encoder = False
         """Static admissions run the encoder in fixed-size buckets whose runs are captured as CUDA graphs
@@ -610,6 +614,9 @@ class Engine:
             listed = manifest["variants"][variant]["graphs"] if variant else manifest["graphs"]
             engine.static_packed = PACKED_STEP_IDS in listed["static_decoder"]["inputs"]
             engine.static_key_layout = check_static_attention(engine, manifest, variant, listed)
+            windows = cache_names(WINDOW, len(engine.past_names) // 2)
+            if all(w in listed["static_decoder"]["outputs"] for w in windows):
+                engine.static_windows = windows
             engine.encoder_path = bundle / files["encoder"]
             engine.cuda_graph = cuda_graph and engine.provider == "CUDAExecutionProvider"
             if engine.cuda_graph and engine.k_shape == ():

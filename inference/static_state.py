@@ -444,6 +444,8 @@ def _binding(engine: Engine, buffers: Buffers, k: int, parity: int, lean: bool) 
         binding.bind_ortvalue_input(name, value._ortvalue)
     for name, value in zip(engine.present_names, buffers.caches[1 - parity], strict=True):
         binding.bind_ortvalue_output(name, value._ortvalue)
+    for name, value in zip(engine.static_windows, buffers.caches[1 - parity], strict=False):
+        binding.bind_ortvalue_output(name, value._ortvalue)  # gathered into the present: nothing copied (WINDOW)
 
     def out(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
         return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, *engine.device)

@@ -178,9 +178,10 @@ class DecoderStep(nn.Module):
         ``fused``): the gathered window of C columns (its last a placeholder) becomes the present with the new key and
         value written into that last column, and one kernel attends over it (training/fused.py
         ``BeamCachedAttention``, with a beam index of each row's own hypothesis), where ``MultiHeadAttention``
-        concatenates and transposes in several. The same outputs and arithmetic; one input more, last,
-        ``key_layout`` (core/graphs.py ``KEY_LAYOUT``), whose shape says how the key caches lie: CUDA's kernel keeps
-        keys as (rows, heads, d_head / x, C, x), the CPU's plain, and the window's gather follows either."""
+        concatenates and transposes in several. The same arithmetic; one input more, last, ``key_layout``
+        (core/graphs.py ``KEY_LAYOUT``), whose shape says how the key caches lie: CUDA's kernel keeps keys as (rows,
+        heads, d_head / x, C, x), the CPU's plain, and the window's gather follows either; and the windows as outputs
+        more, last (``WINDOW``), which the engine binds to the present's buffers: the kernel then copies nothing."""
         layers = len(model.decoder_layers)
         if not -layers <= attention_layer < layers:
             raise ValueError(f"attention_layer={attention_layer} is outside the {layers} decoder layers")
@@ -282,6 +283,7 @@ class DecoderStep(nn.Module):
             )
             last = torch.full((1,), 1, dtype=torch.int32, device=tokens.device) * (cached - 1)
         present: list[Tensor] = []
+        windows: list[Tensor] = []  # with static_masked: each layer's gathered window (core/graphs.py WINDOW)
         attention: list[Tensor] = []
         for i, layer in enumerate(layers):
 
@@ -310,6 +312,7 @@ class DecoderStep(nn.Module):
                     out, keys, values = BeamCachedAttention.apply(
                         q, k_new, v_new, bias, own, past_k, past_v, last, own_beams, heads
                     )
+                    windows.extend((past_k, past_v))
                 else:
                     out, keys, values = CachedSelfAttention.apply(q, k_new, v_new, bias, own, past_k, past_v, heads)
                 present.extend((keys, values))
@@ -353,7 +356,13 @@ class DecoderStep(nn.Module):
         # minus a log-sum-exp would write less, but onnxruntime's ReduceLogSumExp is 10x slower than LogSoftmax.)
         logprobs = logits.log_softmax(dim=-1)
         top_lp, top_ids = logprobs.topk(k, dim=-1)  # type: ignore[arg-type]
-        return (top_lp.reshape(batch, hyps, -1), top_ids.reshape(batch, hyps, -1), attention[0].float(), *present)
+        return (
+            top_lp.reshape(batch, hyps, -1),
+            top_ids.reshape(batch, hyps, -1),
+            attention[0].float(),
+            *present,
+            *windows,
+        )
 
 
 def encoder_example(model: Transformer, batch: int = 2, src_len: int = 5) -> tuple[Tensor]:

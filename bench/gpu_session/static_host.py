@@ -1,7 +1,7 @@
 """The host's own time in a static-shape step (``StaticState.step`` less its graph run), per step.
 
     PYTHONPATH=TREE python bench/gpu_session/static_host.py BUNDLE INPUT BATCH [--provider cpu|cuda] [--arrays-from N]
-                                                            [--lean | --full]
+                                                            [--lean | --full] [--copy-windows]
 
 Decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps, four passes after one to warm up,
 timing each ``StaticState.step`` and the graph run inside it: what is left is the numpy and Python around the
@@ -11,7 +11,9 @@ the encoder where it is not captured). Also the beam search's own time a step in
 less the step it drives): ``--arrays-from`` sets the set size from which it keeps its hypotheses in arrays
 (inference/beam_search.py ARRAYS_FROM; 1: always, 1000000000: never), so two runs compare its two forms.
 ``--lean`` / ``--full``: the lean static step (core/graphs.py ``STATIC_LEAN``) or the full one for the steps nobody
-asks attention rows for; neither: the engine's default (lean on CUDA only).
+asks attention rows for; neither: the engine's default (lean on CUDA only). ``--copy-windows``: a decoder-masked
+static step's windows (core/graphs.py ``WINDOW``) left unbound, so that its kernel copies each into the present, as
+before session 46.
 PYTHONPATH picks the code tree measured (run it once with an older worktree for a side-by-side figure). Figures in
 docs/inference-core.md, sessions 26 and 27.
 """
@@ -40,6 +42,8 @@ def main(argv: list[str]) -> None:
         beam_search.ARRAYS_FROM = int(argv[argv.index("--arrays-from") + 1])
     lean = True if "--lean" in argv else False if "--full" in argv else None  # None: lean on CUDA (STATIC_LEAN)
     engine = Engine.load(bundle, provider=provider, threads=2, static_step=True, lean_step=lean)
+    if "--copy-windows" in argv:  # a decoder-masked step's windows left unbound: its kernel copies them (WINDOW)
+        engine.static_windows = []
     with open(path, encoding="utf-8") as lines:
         texts = [line.split("\t")[0] for line in lines if line.strip()][: max(40, 2 * batch)]
     totals: dict[str, float] = {}

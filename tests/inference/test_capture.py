@@ -294,6 +294,7 @@ def test_a_warm_up_on_the_decoding_threads_leaves_nothing_to_open_or_capture(
         bundle = request.getfixturevalue("tiny_static_masked_bundle")
         engine = _capturing(bundle, monkeypatch, graphs="cuda", lean_step=True)
         assert engine.static_key_layout is not None and engine.static_lean_path is not None
+        assert engine.static_windows == ["window_k_0", "window_v_0", "window_k_1", "window_v_1"]  # bound to presents
     gate = static_state.GATE
     reference = Engine.load(bundle, provider="cpu")
     engine.static_warm = 8

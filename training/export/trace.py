@@ -25,7 +25,9 @@ from core.graphs import (
     PACKED_STEP_IDS,
     PACKED_TOPK,
     STATIC_EXTRAS,
+    WINDOW,
     TensorSpec,
+    cache_names,
     graph_spec,
 )
 from training.export import static_int8
@@ -115,12 +117,14 @@ def trace_graphs(
     for role, module, example in graphs:
         contract = spec(role, model)
         path = directory / GRAPH_FILES[role]
-        names, axes = contract.input_names, contract.dynamic_axes
-        if role == "static_decoder" and static_masked:  # the key caches' layout, plain in the example
+        names, outputs, axes = contract.input_names, contract.output_names, contract.dynamic_axes
+        if role == "static_decoder" and static_masked:  # the key caches' layout, plain in the example; the windows
             d_head = model.config.d_model // model.config.n_heads
             example = (*example, torch.zeros(1, d_head, dtype=torch.uint8))
-            names, axes = [*names, KEY_LAYOUT], {**axes, KEY_LAYOUT: {0: KEY_A, 1: KEY_B}}
-        trace_module(module, example, path, names, contract.output_names, axes, opset)
+            windows = cache_names(WINDOW, model.config.decoder_layers)
+            names, outputs = [*names, KEY_LAYOUT], [*outputs, *windows]
+            axes = {**axes, KEY_LAYOUT: {0: KEY_A, 1: KEY_B}} | {w: {0: "rows", 2: "steps"} for w in windows}
+        trace_module(module, example, path, names, outputs, axes, opset)
         graph = onnx.load(str(path))
         if role != "encoder":
             k_on_the_host(graph)
