@@ -536,3 +536,13 @@ def test_a_decoder_masked_static_step_binds_its_providers_key_layout_and_is_refu
     assert check("CPUExecutionProvider") is None  # plain keys, which the CPU's kernel reads
     del graph_set["static_attention"]  # multihead, the default, is not recorded
     assert check(cuda, np.float16, 64) is None
+
+
+def test_the_masked_step_is_refused_on_cuda_for_heads_its_kernel_does_not_take(
+    tiny_masked_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA's DecoderMaskedMultiHeadAttention takes heads of 32, 64 or 128 values: a masked step on CUDA with the tiny
+    model's 16 is refused before any session opens, saying what to do (onnxruntime would fail its first step)."""
+    monkeypatch.setattr(engine_module, "choose_providers", lambda _: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    with pytest.raises(engine_module.EngineError, match="heads of 32, 64, 128 values .* run without masked_step"):
+        Engine.load(tiny_masked_bundle, provider="cuda", masked_step=True)
