@@ -98,7 +98,8 @@ case "$step" in
     rm -f "$OUT"/*.png ;;
   batch1)
     # Run 3 when the session has 5 minutes left after targets (nothing carried: /tmp holds what targets set up;
-    # timeout_s 300: session 42's took 90 s, session 43 added about a minute of benches):
+    # timeout_s 300: session 42's took 90 s, session 43 added about a minute of benches, session 46 an export and
+    # four short static_host runs):
     # the host's own time around a replayed static step at batch 1 (what stands between replays; 58.7-62.4 us on
     # the 2-core CPU in session 26) and at batch 128, then onnxruntime's BeamSearch operator, the whole search in
     # one run, against our loop at batch 1 and 32 on CUDA (measured in session 25: keep it last)
@@ -139,8 +140,18 @@ case "$step" in
     # the same at batch 128, and the search's own Python a step there: on the 2-core CPU (session 29) the static
     # state's time beside the run was 379-443 us (most of it bucket moves) and the search 571 us at 128, of a step
     # the H200 took 1.7 ms in all
+    # (appended: the full step's line and the kernel table above are in this file already)
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
-      --provider cuda 2>&1 | quiet | tail -8 | tee "$OUT/static-host-b128.txt"
+      --provider cuda 2>&1 | quiet | tail -8 | tee -a "$OUT/static-host-b128.txt"
+    # session 46: the decoder-masked static step (its self-attention one DecoderMaskedMultiHeadAttention, keys in
+    # CUDA's layout), its windows gathered straight into the presents and (--copy-windows) copied there by the kernel
+    # as before: the graph run a step at 1 and 128 (on the 2-core CPU at 128, fp32: 14.3-15.6 ms copied, 13.0-13.7 not)
+    python3 -m training export /tmp/model/model.pt /tmp/dmmha --gpu-dtype fp16 --static-step \
+      --static-attention decoder-masked 2>&1 | quiet | tail -1
+    for B in 1 128; do for W in "" --copy-windows; do
+      PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/dmmha /tmp/model/test.tsv $B \
+        --provider cuda $W 2>&1 | quiet | tail -2 | sed "s/^/decoder-masked $W: /" | tee -a "$OUT/static-host-b$B.txt"
+    done; done
     # the same with the search's hypotheses always linked (session 38: sets of 56 or more keep arrays), for the
     # search's own time a step in the engine both ways
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
