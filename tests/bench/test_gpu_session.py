@@ -137,6 +137,7 @@ def test_the_targets_run_measures_every_target_with_arguments_the_benches_take(
     systems = {s for w in gpu for s in w[w.index("--systems") + 1].split(",")}
     assert {"cuda-fp32", "cuda-fp16-static", "cuda-fp32-static"} <= systems  # fp16 against fp32, CUDA graphs
     assert "cuda-fp16-fused-static-lanes2" in systems  # session 45's lanes beside the one set they split
+    assert "cuda-fp16-fused-static-dmmha" in systems  # session 46's one-kernel self-attention beside the default
     assert systems <= set(gpu_bench.SYSTEMS), systems - set(gpu_bench.SYSTEMS)  # bench gpu drops unknown names
     assert any("1" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 1 ms a sentence
     assert any("128" in w[w.index("--batch-sizes") + 1].split(",") for w in gpu)  # batch 128 tok/s
@@ -161,6 +162,20 @@ def test_the_batch1_run_takes_arguments_the_bench_takes(monkeypatch: pytest.Monk
         == {"cuda-fp16w-fused", "cuda-fp16w-fused-full", "cuda-fp16w-fused-masked"}
         <= set(SYSTEMS)
     )
+
+
+def test_the_batch1_runs_of_static_host_pass_only_flags_it_reads() -> None:
+    """static_host.py reads its flags off argv by hand, ignoring any other: each flag device.sh batch1 gives it
+    (those of its loops too, as ``--copy-windows``) must be one it reads, or the run measures the default silently."""
+    import shlex
+
+    source = (ROOT / "bench" / "gpu_session" / "static_host.py").read_text(encoding="utf-8")
+    body = device_step("batch1")
+    flags = {w for line in body.splitlines() if "static_host.py" in line for w in shlex.split(line) if w[:2] == "--"}
+    loops = [line for line in body.splitlines() if line.strip().startswith("for ")]
+    flags |= {w.rstrip(";") for line in loops for w in line.split() if w[:2] == "--"}
+    assert {"--provider", "--full", "--arrays-from", "--copy-windows"} <= flags
+    assert all(f'"{flag}"' in source for flag in flags), [f for f in flags if f'"{f}"' not in source]
 
 
 def test_the_profile_server_run_takes_arguments_the_bench_takes(monkeypatch: pytest.MonkeyPatch) -> None:
