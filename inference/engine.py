@@ -439,6 +439,8 @@ class Engine:
         """A static step with ``DecoderMaskedMultiHeadAttention`` (``export --static-attention decoder-masked``): the
         array bound as its ``KEY_LAYOUT`` input, whose shape is the layout of the key caches on this provider
         (``key_layout``); None for the default static step."""
+        self.static_grow_keys = False
+        """The set's ``grow`` takes the keys' own view (core/graphs.py ``GROW_KEY_SPLIT``: exports since session 46)."""
         self.static_windows: list[str] = []
         """The static step's window outputs (core/graphs.py ``WINDOW``: decoder-masked exports since session 46), each
         bound to the buffer of its layer's present; none for other static steps."""
@@ -614,6 +616,7 @@ class Engine:
             listed = manifest["variants"][variant]["graphs"] if variant else manifest["graphs"]
             engine.static_packed = PACKED_STEP_IDS in listed["static_decoder"]["inputs"]
             engine.static_key_layout = check_static_attention(engine, manifest, variant, listed)
+            engine.static_grow_keys = GROW_KEY_SPLIT in listed.get("grow", {}).get("inputs", {})
             windows = cache_names(WINDOW, len(engine.past_names) // 2)
             if all(w in listed["static_decoder"]["outputs"] for w in windows):
                 engine.static_windows = windows

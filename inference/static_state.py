@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import statistics
 import threading
 from dataclasses import dataclass, field
@@ -700,15 +699,10 @@ class StaticState:
             "cache_pads": ints(0, 0, 0, more["columns"], 0, more["slots"], more["hyps"], 0, 0, 0),
             "cache_merge": ints(b.rows, heads, b.columns, d_head),
         }
-        if self._grow_key_split:  # the keys in their layout: (heads, d_head) as (heads * a, b), KEY_LAYOUT
+        if engine.static_grow_keys:  # the keys in their layout: (heads, d_head) as (heads * a, b), KEY_LAYOUT
             a_, b_ = engine.static_key_layout.shape if engine.static_key_layout is not None else (1, d_head)
             inputs[GROW_KEY_SPLIT] = ints(a.slots, a.hyps, heads * a_, a.columns, b_)
         engine.run_graph("grow", inputs, [], bound=bound)
-
-    @functools.cached_property
-    def _grow_key_split(self) -> bool:
-        """Whether the bundle's grow takes ``GROW_KEY_SPLIT`` (exports since session 46)."""
-        return GROW_KEY_SPLIT in {i.name for i in self.engine.sessions["grow"].get_inputs()}
 
     def _from_to(self, old: Buffers, new: Buffers, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """A state graph's inputs, the old buffers' memory and current cache, and its outputs (``prefix`` + name)

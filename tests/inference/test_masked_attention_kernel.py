@@ -161,31 +161,24 @@ CUDA_LAYOUTS = [(4, 4), (2, 8)]
 def static_step_feeds(
     engine: Any, dims: Any, layout: tuple[int, int], seed: int = 5
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
-    """Random inputs of one decoder-masked static step of ``dims`` (core/graphs.py KEY_LAYOUT), its key caches in
-    ``layout``: the feeds, the caches in the plain layout by name, and the step's reorder."""
+    """Random inputs of one decoder-masked static step of ``dims`` (``random_step_inputs``, positions below the
+    columns), its key caches in ``layout`` (core/graphs.py KEY_LAYOUT): the feeds, the caches in the plain layout by
+    name, and the step's reorder."""
     from core.graphs import KEY_LAYOUT, PACKED_STEP_IDS
+    from training.export.feeds import random_step_inputs
 
-    arch = engine.manifest["architecture"]
-    heads, d_head, rows = int(arch["n_heads"]), int(arch["d_head"]), dims.rows
     rng = np.random.default_rng(seed)
-    reorder = rng.integers(0, rows, rows)
-    feeds: dict[str, np.ndarray] = {
-        "k": np.full(engine.k_shape, 8, np.int64),
-        "src_mask": np.zeros((dims.slots, dims.width), bool),
-        KEY_LAYOUT: np.zeros(layout, np.uint8),
-    }
-    ids = np.concatenate([np.full(rows, engine.bos_id), np.full(dims.slots, 5), reorder]).astype(np.int64)
+    feeds = random_step_inputs(engine.manifest, dims.slots, dims.hyps, rng, source=dims.width, cached=dims.columns)
+    feeds["positions"] = np.minimum(feeds["positions"], dims.columns - 1)  # a static step's rule
+    feeds["k"] = feeds["k"].reshape(engine.k_shape)
+    feeds[KEY_LAYOUT] = np.zeros(layout, np.uint8)
+    plain = {name: feeds[name] for name in engine.past_names}
+    for name in engine.past_names[::2]:  # the keys
+        feeds[name] = _to_layout(plain[name], *layout)
+    reorder = feeds["reorder"]
     if engine.static_packed:
-        feeds[PACKED_STEP_IDS] = ids
-    else:
-        grid = ids[:rows].reshape(dims.slots, dims.hyps)
-        feeds |= {"tokens": grid, "positions": ids[rows : rows + dims.slots], "reorder": reorder}
-    plain: dict[str, np.ndarray] = {}
-    for name in engine.memory_names[1:]:
-        feeds[name] = rng.standard_normal((dims.slots, heads, dims.width, d_head)).astype(np.float32)
-    for name in engine.past_names:
-        plain[name] = rng.standard_normal((rows, heads, dims.columns, d_head)).astype(np.float32)
-        feeds[name] = _to_layout(plain[name], *layout) if name.startswith("past_k_") else plain[name]
+        packed = (feeds.pop("tokens").reshape(-1), feeds.pop("positions"), feeds.pop("reorder"))
+        feeds[PACKED_STEP_IDS] = np.concatenate(packed)
     return feeds, plain, reorder
 
 
