@@ -342,6 +342,9 @@ class BeamSearch:
         self._running: list[_Sentence] = []  # in the stepper's order
         self._arrays: _Arrays | None = None
         """The set's hypotheses while it is large (ARRAYS_FROM); None while it walks linked ones."""
+        self._traits: tuple[int, bool, bool] | None = None
+        """The running sentences' widest beam, whether any asks for attention rows and whether any guards
+        n-grams; None when the set changed since (:meth:`_set_traits`)."""
 
     def __len__(self) -> int:
         return len(self._running)
@@ -369,6 +372,7 @@ class BeamSearch:
             _Sentence(key, len(ids), options, [_start(options.no_repeat_ngram > 0)]) for key, ids, options in entries
         ]
         self._running += new
+        self._traits = None
         a = self._arrays
         if a is not None:  # the new sentences' rows: their start hypothesis in slot 0, padding after it
             hyps, columns = a.score.shape[1], a.hist.shape[2]
@@ -413,25 +417,21 @@ class BeamSearch:
         running = self._running
         hyps = max(len(s.alive) for s in running)
         bos = self.bos_id
-        token_rows: list[int] = []
-        score_rows: list[float] = []
-        reorder_list: list[int] = []
+        feeds: list[tuple[int, float, int]] = []  # (token, score, cache row) of each row of the step
         for s in running:
             alive = s.alive
-            fresh = not s.position  # a new sentence's start is fed BOS
-            for h in alive:
-                token, score, row = _FED(h)
-                token_rows.append(bos if fresh else token)
-                score_rows.append(score)
-                reorder_list.append(row)
+            if s.position:
+                feeds += map(_FED, alive)
+            else:  # a new sentence's start is fed BOS
+                feeds += [(bos, h[_SCORE], h[_ROW]) for h in alive]
             pad = hyps - len(alive)
             if pad:  # padding rows repeat the sentence's last hypothesis, scored -inf
-                token_rows += [bos] * pad
-                score_rows += [-np.inf] * pad
-                reorder_list += [alive[-1][_ROW]] * pad
-        banned: list[list[AbstractSet[int]] | None] = []  # per sentence, None when it bans nothing this step
+                feeds += [(bos, -np.inf, alive[-1][_ROW])] * pad
+        token_rows, score_rows, reorder_list = zip(*feeds)
+        widest, attend_any, guarded_any = self._traits or self._set_traits()
+        banned: list[list[AbstractSet[int]] | None] = [None] * len(running)  # per sentence, None: it bans nothing
         extra = 0
-        for s in running:
+        for b, s in enumerate(running if guarded_any else ()):
             n = s.options.no_repeat_ngram
             sets: list[AbstractSet[int]] | None = None
             if n:
@@ -446,8 +446,7 @@ class BeamSearch:
                             sets = [_NOTHING for _ in s.alive]
                         sets[i] = found
                         extra = max(extra, len(found))
-            banned.append(sets)
-        widest = max(s.options.beam_size for s in running)
+            banned[b] = sets
         k = min(2 * widest + extra, self.vocab_size)
         batch = len(running)
         positions = np.array([s.position for s in running], dtype=np.int64)
@@ -456,7 +455,7 @@ class BeamSearch:
             positions,
             np.array(reorder_list, dtype=np.int64),
             k,
-            any(s.options.with_attention for s in running),
+            attend_any,
         )
         width = top_ids.shape[2]
         flat = (np.array(score_rows).reshape(batch, hyps, 1) + top_lp).reshape(batch, -1)  # float64
@@ -465,10 +464,10 @@ class BeamSearch:
         # plus the banned tokens, so only that many proposals become Python values.
         depth = min(hyps * width, widest + hyps * (1 + extra))
         ranking = np.argsort(-flat, axis=1, kind="stable")[:, :depth]
-        rows = np.arange(batch)[:, None]
-        ranked, scores_l = ranking.tolist(), flat[rows, ranking].tolist()
-        ids_l = top_ids.reshape(batch, -1)[rows, ranking].tolist()
-        lp_l = top_lp.reshape(batch, -1)[rows, ranking].tolist()
+        # each proposal's index into the step's whole (batch, hyps, width) outputs, read with one take apiece
+        where = ranking if batch == 1 else ranking + np.arange(0, batch * hyps * width, hyps * width)[:, None]
+        ranked, scores_l = ranking.tolist(), flat.take(where).tolist()
+        ids_l, lp_l = top_ids.take(where).tolist(), top_lp.take(where).tolist()
         eos = self.eos_id
         still: list[int] = []
         done: list[tuple[Hashable, list[Finished]]] = []
@@ -584,6 +583,7 @@ class BeamSearch:
             self._arrays = None
         if not everyone:
             self._running = [running[b] for b in kept.tolist()]
+            self._traits = None
             self.stepper.keep(kept)
         return done
 
@@ -716,8 +716,18 @@ class BeamSearch:
         for b in np.unique(more[a.ints[more, FINISHED] >= a.ints[more, N_BEST]]).tolist():
             a.floats[b, KTH] = _kth(self._running[b])
 
+    def _set_traits(self) -> tuple[int, bool, bool]:
+        options = [s.options for s in self._running]
+        self._traits = (
+            max(o.beam_size for o in options),
+            any(o.with_attention for o in options),
+            any(o.no_repeat_ngram for o in options),
+        )
+        return self._traits
+
     def _keep(self, kept: list[int]) -> None:
         self._running = [self._running[b] for b in kept]
+        self._traits = None
         index = np.array(kept, dtype=np.int64)
         a = self._arrays
         if a is not None and not kept:

@@ -581,13 +581,12 @@ class StaticState:
             at[slots] = positions
         if len(self._prev_slots):
             if self._prev_first == len(self._prev_slots) and self._prev_hyps == dims.hyps:
-                source = reorder.copy()  # the last step's sentences held slots 0 .. n-1 at this width: rows as given
+                source = reorder  # the last step's sentences held slots 0 .. n-1 at this width: rows as given
             else:
                 sentence, hyp = np.divmod(reorder, self._prev_hyps)
                 source = self._prev_slots[sentence] * dims.hyps + hyp
             if not positions.all():  # a new sentence reads no cached column: any row does
-                fresh = np.repeat(positions == 0, hyps)
-                source[fresh] = rows[fresh]
+                source = np.where(np.repeat(positions == 0, hyps), rows, source)
             if full:
                 order[:] = source
             else:
