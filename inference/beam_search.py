@@ -427,7 +427,7 @@ class BeamSearch:
             pad = hyps - len(alive)
             if pad:  # padding rows repeat the sentence's last hypothesis, scored -inf
                 feeds += [(bos, -np.inf, alive[-1][_ROW])] * pad
-        token_rows, score_rows, reorder_list = zip(*feeds)
+        token_rows, score_rows, reorder_list = zip(*feeds, strict=True)
         widest, attend_any, guarded_any = self._traits or self._set_traits()
         banned: list[list[AbstractSet[int]] | None] = [None] * len(running)  # per sentence, None: it bans nothing
         extra = 0
