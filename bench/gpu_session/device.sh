@@ -36,7 +36,11 @@ setup() {  # run 2 of a session: join the onnxruntime-gpu parts, install them an
 }
 case "$step" in
   part)
-    mkdir -p /tmp/ortparts && cp .gpu/p"${2:?N}"/chunk.* /tmp/ortparts/ && ls -la /tmp/ortparts && nvidia-smi -L ;;
+    mkdir -p /tmp/ortparts && cp .gpu/p"${2:?N}"/chunk.* /tmp/ortparts/ && ls -la /tmp/ortparts && nvidia-smi -L
+    # session 47: how fast this host runs the engine's Python (numpy only, a few seconds): on session 42's H100 the
+    # search alone was ~4x slower a step than on the 2-core VM, where the same lines read, for comparison,
+    # pure Python 23.5-26.9 us, search 0.009-0.010 ms at batch 1 and 0.226-0.230 ms at 128
+    PYTHONPATH=. timeout 60 python3 bench/gpu_session/host_speed.py 2>&1 | tee "$OUT/host-speed.txt" ;;
   targets)
     # Every #23 / #24 target in one run (give it timeout_s 590: its steps' timeouts add up to 640 s, session 42's run took
     # 411 s, plus the install and one export): what a task's 15 minutes of device time hold after the start and run 1.

@@ -414,3 +414,30 @@ def test_the_node_counts_show_each_lean_step_smaller_than_its_full_one(
     assert len(counts["decoder"]) == 1 and len(counts["static_decoder"]) == 2
     for full in ("decoder", "static_decoder"):
         assert all(lean < whole for lean, whole in zip(counts[f"{full}_lean"], counts[full], strict=True))
+
+
+def test_the_first_device_run_times_the_hosts_python_with_numpy_alone() -> None:
+    """``device.sh part`` runs host_speed.py on a fresh machine whose Python has numpy and torch but neither httpx
+    nor onnxruntime: the script must not import them (bench.search_cost would, through bench.loadtools), and it
+    prints the search's own cost a step at batch 1 and 128."""
+    script = (
+        "import sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('httpx', 'onnxruntime') or name == 'bench.loadtools':\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "sys.argv = ['host_speed.py']\n"
+        "import runpy\n"
+        f"runpy.run_path({str(ROOT / 'bench/gpu_session/host_speed.py')!r}, run_name='__main__')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("search a step, batch 1:") for line in lines)
+    assert any(line.startswith("search a step, batch 128:") for line in lines)
+    device = (ROOT / "bench/gpu_session/device.sh").read_text(encoding="utf-8")
+    part = device[device.index("  part)") : device.index(";;", device.index("  part)"))]
+    assert "bench/gpu_session/host_speed.py" in part
