@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import Worker, machine, report_dir, write_report
+from bench.loadtools import machine, report_dir, side_by_side, side_by_side_line, workers, write_report
 
 WORKER = r"""
 import gc, hashlib, json, sys, time
@@ -130,28 +130,18 @@ def main(argv: list[str] | None = None) -> int:
 
     trees = {key: str(Path(tree).resolve()) for key, tree in (("a", args.a), ("b", args.b)) if tree}
     bundle, source = str(Path(args.bundle).resolve()), str(Path(args.input).resolve())
-    sides = {key: Worker(WORKER, [tree, bundle, source], tree) for key, tree in trees.items()}
     rows: list[dict[str, Any]] = []
-    try:
+    with workers(WORKER, {key: [tree, bundle, source] for key, tree in trees.items()}) as sides:
         for batch in map(int, args.batch_sizes.split(",")):
-            runs: dict[str, list[dict[str, Any]]] = {key: [] for key in sides}
-            for _ in range(args.repeats):
-                for key, side in sides.items():
-                    runs[key].append(side.call({"batch": batch, "sentences": max(batch, args.sentences)}))
-            row: dict[str, Any] = {"batch": batch, "steps": runs["b"][0]["steps"]}
-            for key in sides:
-                row[key] = [r["seconds"] * 1e6 for r in runs[key]]
-            if len(sides) == 2:
-                row["same_outputs"] = all(
-                    x["outputs"] == y["outputs"] for x, y in zip(runs["a"], runs["b"], strict=True)
-                )
-                row["speedup"] = statistics.median(row["a"]) / statistics.median(row["b"])
-                row["per_repeat"] = [x / y for x, y in zip(row["a"], row["b"], strict=True)]
+            job = {"batch": batch, "sentences": max(batch, args.sentences)}
+
+            def same_job(repeat: int, job: dict[str, Any] = job) -> dict[str, Any]:
+                return job
+
+            measured, runs = side_by_side(sides, same_job, args.repeats, lambda r: float(r["seconds"]) * 1e6)
+            row: dict[str, Any] = {"batch": batch, "steps": runs["b"][0]["steps"], **measured}
             rows.append(row)
-            print(_line(row), flush=True)
-    finally:
-        for side in sides.values():
-            side.close()
+            print(side_by_side_line(row, "us", 1), flush=True)
 
     host = machine()
     header = "| batch | steps a pass | " + " | ".join(f"{key} us a step" for key in sides)
@@ -179,15 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     write_report(Path(args.out), "\n".join(lines) + "\n", {"machine": host, "trees": trees, "rows": rows})
     print(f"wrote {args.out}.md")
     return 0 if all(row.get("same_outputs", True) for row in rows) else 1
-
-
-def _line(row: dict[str, Any]) -> str:
-    parts = [f"batch {row['batch']}:"] + [
-        f"{key} {statistics.median(row[key]):.1f} us" for key in ("a", "b") if key in row
-    ]
-    if "speedup" in row:
-        parts.append(f"a/b {row['speedup']:.2f}x, same outputs {row['same_outputs']}")
-    return " ".join(parts)
 
 
 if __name__ == "__main__":

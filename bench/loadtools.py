@@ -15,10 +15,11 @@ import math
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -392,3 +393,48 @@ class Worker:
         if self.process.stdin:
             self.process.stdin.close()
         self.process.wait(timeout=30)
+
+
+@contextmanager
+def workers(code: str, argv: dict[str, list[str]]) -> Iterator[dict[str, Worker]]:
+    """A :class:`Worker` running ``code`` per side (``python -c CODE *argv[side]``, the side's tree first), closed on
+    the way out."""
+    sides: dict[str, Worker] = {}
+    try:
+        for key, args in argv.items():
+            sides[key] = Worker(code, args, args[0])
+        yield sides
+    finally:
+        for side in sides.values():
+            side.close()
+
+
+def side_by_side(
+    sides: dict[str, Worker],
+    job: Callable[[int], dict[str, Any]],
+    repeats: int,
+    value: Callable[[dict[str, Any]], float],
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The A/B benches' loop: ``job(repeat)`` sent to each side in turn (a b a b ...), ``repeats`` times. Returns a row
+    of each side's ``value`` per answer and, with two sides, whether every pair of answers named the same
+    ``outputs``, the ratio of the medians a / b (``speedup``) and each repeat's (``per_repeat``); and the answers."""
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in sides}
+    for repeat in range(repeats):
+        for key, side in sides.items():
+            runs[key].append(side.call(job(repeat)))
+    row: dict[str, Any] = {key: [value(answer) for answer in runs[key]] for key in sides}
+    if len(sides) == 2:
+        row["same_outputs"] = all(x["outputs"] == y["outputs"] for x, y in zip(runs["a"], runs["b"], strict=True))
+        row["speedup"] = statistics.median(row["a"]) / statistics.median(row["b"])
+        row["per_repeat"] = [x / y for x, y in zip(row["a"], row["b"], strict=True)]
+    return row, runs
+
+
+def side_by_side_line(row: dict[str, Any], unit: str, digits: int) -> str:
+    """One printed line of an :func:`side_by_side` row: each side's median in ``unit``, then a / b."""
+    parts = [f"batch {row['batch']}:"] + [
+        f"{key} {statistics.median(row[key]):.{digits}f} {unit}" for key in ("a", "b") if key in row
+    ]
+    if "speedup" in row:
+        parts.append(f"a/b {row['speedup']:.2f}x, same outputs {row['same_outputs']}")
+    return " ".join(parts)

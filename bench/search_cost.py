@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import Worker, machine, report_dir, write_report
+from bench.loadtools import machine, report_dir, side_by_side, side_by_side_line, workers, write_report
 
 WORKER = r"""
 import json, sys, time
@@ -151,37 +151,25 @@ def main(argv: list[str] | None = None) -> int:
 
     trees = {key: str(Path(tree).resolve()) for key, tree in (("a", args.a), ("b", args.b)) if tree}
     arrays_from = {"a": args.a_arrays_from, "b": args.b_arrays_from}
-    sides = {
-        key: Worker(WORKER, [tree, "" if arrays_from[key] is None else str(arrays_from[key])], tree)
-        for key, tree in trees.items()
-    }
+    sides_argv = {key: [tree, "" if arrays_from[key] is None else str(arrays_from[key])] for key, tree in trees.items()}
     rows: list[dict[str, Any]] = []
-    try:
+    with workers(WORKER, sides_argv) as sides:
         for batch in map(int, args.batch_sizes.split(",")):
-            runs: dict[str, list[dict[str, Any]]] = {key: [] for key in sides}
-            for repeat in range(args.repeats):
-                for key, side in sides.items():
-                    job = {"batch": batch, "beam": args.beam, "steps": args.steps, "seed": repeat}
-                    if args.no_repeat_ngram or args.length_penalty != 1.0:  # a tree older than these options: none
-                        job |= {"ngram": args.no_repeat_ngram, "penalty": args.length_penalty}
-                    if args.pieces:
-                        job["pieces"] = args.pieces
-                    if args.evict_mb:
-                        job["evict_mb"] = args.evict_mb
-                    runs[key].append(side.call(job))
-            row: dict[str, Any] = {"batch": batch, "beam": args.beam, "steps": args.steps}
-            for key in sides:
-                row[key] = [r["seconds"] / args.steps * 1e3 for r in runs[key]]
-            if len(sides) == 2:
-                row["same_outputs"] = all(
-                    x["outputs"] == y["outputs"] for x, y in zip(runs["a"], runs["b"], strict=True)
-                )
-                row["speedup"] = statistics.median(row["a"]) / statistics.median(row["b"])
+
+            def job(repeat: int, batch: int = batch) -> dict[str, Any]:
+                job = {"batch": batch, "beam": args.beam, "steps": args.steps, "seed": repeat}
+                if args.no_repeat_ngram or args.length_penalty != 1.0:  # a tree older than these options: none
+                    job |= {"ngram": args.no_repeat_ngram, "penalty": args.length_penalty}
+                if args.pieces:
+                    job["pieces"] = args.pieces
+                if args.evict_mb:
+                    job["evict_mb"] = args.evict_mb
+                return job
+
+            measured, _ = side_by_side(sides, job, args.repeats, lambda r: float(r["seconds"]) / args.steps * 1e3)
+            row: dict[str, Any] = {"batch": batch, "beam": args.beam, "steps": args.steps, **measured}
             rows.append(row)
-            print(_line(row), flush=True)
-    finally:
-        for side in sides.values():
-            side.close()
+            print(side_by_side_line(row, "ms", 3), flush=True)
 
     host = machine()
     header = "| batch | " + " | ".join(f"{key} ms a step" for key in sides)
@@ -216,15 +204,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"wrote {args.out}.md")
     return 0 if all(row.get("same_outputs", True) for row in rows) else 1
-
-
-def _line(row: dict[str, Any]) -> str:
-    parts = [f"batch {row['batch']}:"] + [
-        f"{key} {statistics.median(row[key]):.3f} ms" for key in ("a", "b") if key in row
-    ]
-    if "speedup" in row:
-        parts.append(f"a/b {row['speedup']:.2f}x, same outputs {row['same_outputs']}")
-    return " ".join(parts)
 
 
 if __name__ == "__main__":
