@@ -528,7 +528,7 @@ class BeamSearch:
         ranking = np.argsort(-flat.reshape(batch, -1), axis=1, kind="stable")[:, :depth]
         parent = ranking // width
         ranking += (np.arange(batch) * (hyps * width))[:, None]  # from here into the whole step's proposals
-        ids = top_ids.reshape(-1).take(ranking)
+        ids = top_ids.take(ranking)  # take reads the outputs as flat, a view of the graph's buffer or not
         # A proposal grows its hypothesis when it is real (not a padding row's, which sort last, nor a token its
         # hypothesis bans), not EOS and among the first `beam` such of its sentence; an EOS finishes one when
         # fewer than `beam` grew before it: what the walk does.
@@ -542,7 +542,7 @@ class BeamSearch:
         open_ = grown_to - grows < beam[:, None]  # fewer than beam grown before each proposal
         grows &= open_
         finishing = real & ends & open_
-        lp_flat = top_lp.reshape(-1)
+        lp_flat = top_lp  # read with take only: flat indices, no copy of a view
         if finishing.any():
             self._finish_eos(a, finishing, ranking, parent, flat, lp_flat, attention)
         # The grown hypotheses, in each sentence's first slots in rank order; the rest of its row (padding)
