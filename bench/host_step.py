@@ -19,12 +19,19 @@ best of three passes, and both trees must translate alike. Writes OUT.md and OUT
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import machine, report_dir, side_by_side, side_by_side_line, workers, write_report
+from bench.loadtools import (
+    machine,
+    report_dir,
+    side_by_side,
+    side_by_side_line,
+    side_by_side_table,
+    workers,
+    write_report,
+)
 
 WORKER = r"""
 import gc, hashlib, json, sys, time
@@ -144,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
             print(side_by_side_line(row, "us", 1), flush=True)
 
     host = machine()
-    header = "| batch | steps a pass | " + " | ".join(f"{key} us a step" for key in sides)
-    header += " | a / b (per repeat) | same outputs |" if len(sides) == 2 else " |"
     lines = [
         "# The host's own work a decoder step",
         "",
@@ -157,15 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         f"replaced by its recorded outputs; median over {args.repeats} alternated runs of each run's best of 3 "
         "passes.",
         "",
-        header,
-        "|---" * (header.count("|") - 1) + "|",
+        *side_by_side_table(rows, sides, "us", 1, extra=(("steps a pass", "steps"),), spread=True),
     ]
-    for row in rows:
-        cells = [str(row["batch"]), str(row["steps"])] + [f"{statistics.median(row[key]):.1f}" for key in sides]
-        if len(sides) == 2:
-            spread = f"{min(row['per_repeat']):.2f}–{max(row['per_repeat']):.2f}"
-            cells += [f"{row['speedup']:.2f}x ({spread})", "yes" if row["same_outputs"] else "**no**"]
-        lines.append("| " + " | ".join(cells) + " |")
     write_report(Path(args.out), "\n".join(lines) + "\n", {"machine": host, "trees": trees, "rows": rows})
     print(f"wrote {args.out}.md")
     return 0 if all(row.get("same_outputs", True) for row in rows) else 1

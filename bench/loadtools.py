@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -438,3 +438,31 @@ def side_by_side_line(row: dict[str, Any], unit: str, digits: int) -> str:
     if "speedup" in row:
         parts.append(f"a/b {row['speedup']:.2f}x, same outputs {row['same_outputs']}")
     return " ".join(parts)
+
+
+def side_by_side_table(
+    rows: list[dict[str, Any]],
+    sides: Iterable[str],
+    unit: str,
+    digits: int,
+    extra: tuple[tuple[str, str], ...] = (),
+    spread: bool = False,
+) -> list[str]:
+    """The markdown table of :func:`side_by_side` rows: batch, the ``extra`` (header, row key) columns, each side's
+    median in ``unit`` a step, then with two sides a / b (``spread``: with each repeat's range) and whether the
+    outputs were the same."""
+    sides = list(sides)
+    header = "| batch | " + "".join(f"{title} | " for title, _ in extra)
+    header += " | ".join(f"{key} {unit} a step" for key in sides)
+    header += (" | a / b (per repeat)" if spread else " | a / b") + " | same outputs |" if len(sides) == 2 else " |"
+    lines = [header, "|---" * (header.count("|") - 1) + "|"]
+    for row in rows:
+        cells = [str(row["batch"]), *(str(row[key]) for _, key in extra)]
+        cells += [f"{statistics.median(row[key]):.{digits}f}" for key in sides]
+        if len(sides) == 2:
+            ratio = f"{row['speedup']:.2f}x"
+            if spread:
+                ratio += f" ({min(row['per_repeat']):.2f}–{max(row['per_repeat']):.2f})"
+            cells += [ratio, "yes" if row["same_outputs"] else "**no**"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines

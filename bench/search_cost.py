@@ -20,12 +20,19 @@ compares the two forms of one tree. Writes OUT.md and OUT.json.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import machine, report_dir, side_by_side, side_by_side_line, workers, write_report
+from bench.loadtools import (
+    machine,
+    report_dir,
+    side_by_side,
+    side_by_side_line,
+    side_by_side_table,
+    workers,
+    write_report,
+)
 
 WORKER = r"""
 import json, sys, time
@@ -172,8 +179,6 @@ def main(argv: list[str] | None = None) -> int:
             print(side_by_side_line(row, "ms", 3), flush=True)
 
     host = machine()
-    header = "| batch | " + " | ".join(f"{key} ms a step" for key in sides)
-    header += " | a / b | same outputs |" if len(sides) == 2 else " |"
     lines = [
         "# The beam search's own cost per step",
         "",
@@ -189,14 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         + f"{args.steps} steps a run, the set kept full, median of {args.repeats} alternated"
         " runs; the synthetic stepper's own time is not counted.",
         "",
-        header,
-        "|---" * (header.count("|") - 1) + "|",
+        *side_by_side_table(rows, sides, "ms", 3),
     ]
-    for row in rows:
-        cells = [str(row["batch"])] + [f"{statistics.median(row[key]):.3f}" for key in sides]
-        if len(sides) == 2:
-            cells += [f"{row['speedup']:.2f}x", "yes" if row["same_outputs"] else "**no**"]
-        lines.append("| " + " | ".join(cells) + " |")
     write_report(
         Path(args.out),
         "\n".join(lines) + "\n",
