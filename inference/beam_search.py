@@ -12,11 +12,16 @@ both produce the same hypotheses token for token:
 
 With ``no_repeat_ngram`` n > 0 a hypothesis may not repeat an n-gram of pieces: a token that would end an
 n-gram it already holds gets log-probability -inf (no renormalisation), EOS excepted; the proposals are
-then its ``k`` best allowed tokens. The graph returns only a top-k, so each step asks it for ``k`` plus the
-most tokens any hypothesis has banned: the allowed ones among those always include its ``k`` best, and the
-walk never needs more than ``beam + 1`` of them, so the result is exactly that of the rules on the full
-distribution (``tests/inference/test_beam_search_unit.py`` checks it against a brute-force search). The same
-argument lets sentences with different beam sizes share one step: the graph's ``k`` is that of the widest.
+then its ``k`` best allowed tokens.
+
+**The graph's top-k.** The walk never reads more than ``beam + 1`` of a hypothesis' proposals: they come in its
+own order (one score plus each token's log-probability), at most one of them is EOS, and ``beam`` grown end its
+sentence's walk. So each step asks the graph only for ``beam + 1`` tokens plus the most any hypothesis has banned
+(the allowed ones among those always include its ``beam + 1`` best), not ``2 * beam``, and the result is exactly
+that of the rules on the full distribution (``tests/inference/test_beam_search_unit.py`` checks it against a
+brute-force search, and a test in which a hypothesis' EOS comes first and its next ``beam`` proposals are all
+needed). The same argument lets sentences with different beam sizes share one step: the graph's ``k`` is that of
+the widest.
 
 One more exit, which changes no output: a sentence also leaves as soon as its ``n_best`` best finished
 hypotheses provably beat everything its alive ones can still become (``early_stop``). Log-probabilities are
@@ -447,7 +452,7 @@ class BeamSearch:
                         sets[i] = found
                         extra = max(extra, len(found))
             banned[b] = sets
-        k = min(2 * widest + extra, self.vocab_size)
+        k = min(widest + 1 + extra, self.vocab_size)  # what the walk can read (module docstring)
         batch = len(running)
         positions = np.array([s.position for s in running], dtype=np.int64)
         top_lp, top_ids, attention = self.stepper.step(
@@ -518,7 +523,7 @@ class BeamSearch:
         beam, alive, position = ints[:, BEAM], ints[:, ALIVE], ints[:, POSITION]
         banned, extra = self._banned(a) if ints[:, NGRAM].any() else (_NO_KEYS, 0)
         widest = int(beam.max())
-        k = min(2 * widest + extra, self.vocab_size)
+        k = min(widest + 1 + extra, self.vocab_size)  # what the walk can read (module docstring)
         attend = bool(ints[:, ATTEND].any())
         top_lp, top_ids, attention = self.stepper.step(a.last, position.copy(), a.row.reshape(-1), k, attend)
         attention = attention if attend else None
@@ -627,24 +632,34 @@ class BeamSearch:
         used = int(position.max())  # columns written
         tokens = np.ascontiguousarray(a.hist[:, :, :used, 0])
         batch, hyps = a.score.shape
-        sentences, slots = np.arange(batch), np.arange(hyps)[None, :, None]
+        sentences = np.arange(batch)
         keys = []
-        for size in np.unique(n[n > 0]).tolist():  # n-grams of `size`: an earlier start of the tail bans what followed
+        for size in sorted(set(n.tolist()) - {0}):  # n-grams of `size`: an earlier start of the tail bans what followed
             tail = size - 1
             if used <= tail:
                 continue
             starts = used - tail
-            # (sentence, slot, start): the sentence guards n-grams of this size, the slot is alive, the start comes
-            # before the tail's own
-            match = (
-                (np.arange(starts)[None, None, :] < (position - tail)[:, None, None])
-                & (slots < alive[:, None, None])
-                & (n == size)[:, None, None]
-            )
-            for q in range(tail):
-                last = tokens[sentences, :, np.maximum(position - tail + q, 0)]  # (sentences, hyps)
-                match &= tokens[:, :, q : q + starts] == last[:, :, None]
-            b, i, start = np.nonzero(match)
+            at = position - tail  # where each hypothesis' own tail starts: an n-gram it holds starts before
+            if tail:
+                # (sentence, slot, start) whose tail-long run of tokens equals the hypothesis' own tail, for every
+                # row; then only the few hits are checked (the sentence guards n-grams of this size, the slot is
+                # alive, the start comes before the tail's own). A flat index and a division cost a tenth of a
+                # three-axis np.nonzero here (bench search-cost with the guard, docs/inference-core.md session 48).
+                own = np.maximum(at, 0)
+                match = tokens[:, :, :starts] == tokens[sentences, :, own][:, :, None]
+                for q in range(1, tail):
+                    match &= tokens[:, :, q : q + starts] == tokens[sentences, :, own + q][:, :, None]
+                b, rest = np.divmod(np.flatnonzero(match), hyps * starts)
+                i, start = np.divmod(rest, starts)
+                kept = (start < at[b]) & (i < alive[b]) & (n[b] == size)
+                b, i, start = b[kept], i[kept], start[kept]
+            else:  # n = 1: every token the hypothesis holds
+                valid = (
+                    (np.arange(starts)[None, None, :] < position[:, None, None])
+                    & (np.arange(hyps)[None, :, None] < alive[:, None, None])
+                    & (n == size)[:, None, None]
+                )
+                b, i, start = np.nonzero(valid)
             keys.append((b * hyps + i) * self.vocab_size + tokens[b, i, start + tail])
         banned = np.unique(np.concatenate(keys)) if keys else _NO_KEYS
         if not len(banned):

@@ -800,10 +800,9 @@ def buffer_bytes(engine: Engine, dims: Dims) -> int:
 def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES) -> Warmed:
     """Open, before any request, what running sets of up to ``max_slots`` sentences would open as they meet each
     bucket (:func:`ladder`, smallest first, within ``budget`` bytes of buffers): each bucket's decoder session, its
-    buffers, and their bindings for the ``k`` of beam ``beam`` with and without banned tokens (``bucket(2 * beam)``
-    and twice that), each run as often as capture needs (``CAPTURE_RUNS``; on the CPU, which captures nothing, one
-    run a bucket),
-    and on CUDA the encoder buckets of the same sizes. The buffers then wait in the pool, largest released first
+    buffers, and their bindings for the ``k`` of beam ``beam`` without banned tokens and with a few (``bucket(beam +
+    1)``, the search's ``k`` without them, and twice that: inference/beam_search.py), each run as often as capture
+    needs (``CAPTURE_RUNS``; on the CPU, which captures nothing, one run a bucket), and on CUDA the encoder buckets of the same sizes. The buffers then wait in the pool, largest released first
     so that the pool's limit frees those first.
 
     onnxruntime keeps captured graphs per thread: call this on the thread that will decode
@@ -811,7 +810,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
     raised (``Engine.warmup`` logs it and serves: the other buckets open on first use)."""
     done = Warmed()
     pool = engine.static_pool
-    ks = sorted({min(bucket(2 * beam * twice), engine.vocab_size) for twice in (1, 2)})
+    ks = sorted({min(bucket(beam + 1) * twice, engine.vocab_size) for twice in (1, 2)})
     opened: list[Buffers] = []  # warmed through: they go to the pool, whatever happens after
     try:
         for dims in ladder(engine, max_slots, beam):

@@ -295,6 +295,52 @@ def test_no_repeat_ngram_equals_brute_force_on_full_distributions(n: int, beam: 
     assert changed > 0, "the random trees should repeat n-grams without the guard"
 
 
+class WholeStepper(TreeStepper):
+    """TreeStepper handing out every token of the vocabulary, ranked, whatever ``k`` the search asks for; records
+    the ``k`` asked."""
+
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True):  # type: ignore[no-untyped-def]
+        self.asked.append(k)
+        return super().step(tokens, positions, reorder, self.vocab if self.whole else k, attention)
+
+
+@pytest.mark.parametrize("guard", [0, 2])
+def test_the_top_k_asked_for_holds_every_proposal_the_walk_reads(guard: int) -> None:
+    """The search asks the graph for ``beam + 1`` tokens plus the most any hypothesis bans, not ``2 * beam``
+    (module docstring): it must choose exactly as when every hypothesis proposes the whole vocabulary. EOS is often
+    a sentence's best first token here, and then its start hypothesis alone must supply the ``beam`` grown ones after
+    it: a top-k one token short fails."""
+    vocab, beam, max_lens, eos_first = 12, 4, [7, 9, 11, 13], 0
+    for seed in range(12):
+        runs = {}
+        for whole in (False, True):
+            stepper = WholeStepper(len(max_lens), vocab, seed, eos_bias=3.0)
+            stepper.whole = whole
+            runs[whole] = search(
+                stepper,
+                [3] * len(max_lens),
+                max_lens,
+                beam_size=beam,
+                length_penalty=0.6,
+                n_best=beam,
+                vocab_size=vocab,
+                bos_id=BOS,
+                eos_id=EOS,
+                no_repeat_ngram=guard,
+            )
+            if not whole:
+                assert min(stepper.asked) == beam + 1 < 2 * beam
+        for narrow, wide in zip(runs[False], runs[True], strict=True):
+            assert [h.tokens for h in narrow] == [h.tokens for h in wide]
+            assert [h.score for h in narrow] == [h.score for h in wide]
+            eos_first += [EOS] in [h.tokens for h in wide]
+    assert eos_first > 0, "some sentence should finish a hypothesis with EOS at its first step"
+
+
 @pytest.mark.parametrize("n", [0, 2])
 def test_tied_proposals_rank_as_the_reference_sorts_them(n: int) -> None:
     """Whole-number logits: proposals of one hypothesis, and of hypotheses with equal scores, tie exactly, and the
