@@ -802,8 +802,9 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
     bucket (:func:`ladder`, smallest first, within ``budget`` bytes of buffers): each bucket's decoder session, its
     buffers, and their bindings for the ``k`` of beam ``beam`` without banned tokens and with a few (``bucket(beam +
     1)``, the search's ``k`` without them, and twice that: inference/beam_search.py), each run as often as capture
-    needs (``CAPTURE_RUNS``; on the CPU, which captures nothing, one run a bucket), and on CUDA the encoder buckets of the same sizes. The buffers then wait in the pool, largest released first
-    so that the pool's limit frees those first.
+    needs (``CAPTURE_RUNS``; on the CPU, which captures nothing, one run a bucket), and on CUDA the encoder buckets of
+    the same sizes. The buffers then wait in the pool, largest released first so that the pool's limit frees those
+    first.
 
     onnxruntime keeps captured graphs per thread: call this on the thread that will decode
     (``Engine.decode_threads``). On an error the buckets warmed so far still go to the pool, and the error is

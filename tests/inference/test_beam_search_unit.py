@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -152,7 +154,10 @@ class TreeStepper:
         logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
         ids = np.argsort(-logp, axis=1, kind="stable")[:, :k]
         top = np.take_along_axis(logp, ids, axis=1).astype(np.float32)
-        return top.reshape(batch, hyps, k), ids.reshape(batch, hyps, k), np.zeros((batch, hyps, 3), np.float32)
+        # each row's cross-attention names its prefix (its length and last token): a row kept with another
+        # hypothesis' tokens, or one lost, shows
+        attention = np.array([(len(row), row[-1], 1.0) for row in self.rows], np.float32).reshape(batch, hyps, 3)
+        return top.reshape(batch, hyps, k), ids.reshape(batch, hyps, k), attention
 
     def keep(self, sentences: np.ndarray) -> None:
         self.running = [self.running[i] for i in sentences]  # cache rows stay: reorder names the live ones
@@ -390,7 +395,7 @@ def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(
 
     monkeypatch.setattr(beam_search_module._Arrays, "of", staticmethod(of))
     monkeypatch.setattr(beam_search_module._Arrays, "hypotheses", hypotheses)
-    rng = np.random.default_rng(seed)
+    rng, asks = np.random.default_rng(seed), np.random.default_rng(seed + 100)  # asks: who wants attention rows
     vocab, eos_bias, count = 11, [-1.0, 1.0][seed % 2], 14
     options = [
         SearchOptions(
@@ -399,12 +404,11 @@ def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(
             n_best=1 + int(rng.integers(0, 2)),
             max_len=int(rng.integers(3, 14)),
             no_repeat_ngram=int(rng.choice([0, 2, 3])),
+            with_attention=bool(asks.random() < 0.5),
         )
         for _ in range(count)
     ]
-    options = [
-        o if o.n_best <= o.beam_size else SearchOptions(o.beam_size, o.length_penalty, 1, o.max_len) for o in options
-    ]
+    options = [o if o.n_best <= o.beam_size else replace(o, n_best=1) for o in options]
     stepper = TreeStepper(0, vocab, seed, eos_bias, ids=list(range(count)))
     beams = BeamSearch(stepper, vocab_size=vocab, bos_id=BOS, eos_id=EOS)
     results: dict[object, list[Finished]] = {}
@@ -430,6 +434,39 @@ def test_sentences_admitted_mid_run_and_dropped_decode_as_alone(
         expected = _alone(seed, int(key), options[int(key)], vocab, eos_bias)  # type: ignore[call-overload]
         assert [h.tokens for h in out] == [h.tokens for h in expected], key
         assert [h.score for h in out] == [h.score for h in expected], key
+        for got, alone in zip(out, expected, strict=True):  # one row a token when asked, each its own prefix's
+            assert len(got.attention) == (len(got.tokens) if options[int(key)].with_attention else 0), key
+            np.testing.assert_array_equal(got.attention, alone.attention)
+
+
+def test_a_set_leaving_its_arrays_keeps_each_hypothesis_whole(chooser: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six sentences over four pieces that hardly ever end, guarding 2-grams: four leave after a few steps, and a set
+    switching forms goes back to linked hypotheses with the two long ones mid-sentence. Those must go on banning
+    every 2-gram they hold, the first token's included, and return all their tokens: each decodes as alone."""
+    back: list[int] = []
+    to_links = beam_search_module._Arrays.hypotheses
+
+    def hypotheses(self, sentences):  # type: ignore[no-untyped-def]
+        back.append(min(int(p) for p in self.ints[:, beam_search_module.POSITION]))
+        return to_links(self, sentences)
+
+    monkeypatch.setattr(beam_search_module._Arrays, "hypotheses", hypotheses)
+    vocab, seed, never_eos, max_lens = 9, 5, -6.0, [3, 4, 5, 6, 15, 17]
+    options = [
+        SearchOptions(beam_size=2, n_best=2, max_len=m, no_repeat_ngram=2, with_attention=True) for m in max_lens
+    ]
+    stepper = TreeStepper(len(max_lens), vocab, seed, never_eos)
+    out = run_search(stepper, [[A] * 3] * len(max_lens), options, vocab_size=vocab, bos_id=BOS, eos_id=EOS)
+    if chooser == "switching":
+        assert back and back[0] >= 4, back  # the long ones had tokens to carry over
+    for sentence, got in enumerate(out):
+        alone = _alone(seed, sentence, options[sentence], vocab, never_eos)
+        assert [h.tokens for h in got] == [h.tokens for h in alone], sentence
+        assert [h.score for h in got] == [h.score for h in alone], sentence
+        for h, a in zip(got, alone, strict=True):
+            np.testing.assert_array_equal(h.attention, a.attention)
+            assert len(h.tokens) == len(h.attention)
+    assert any(len(h.tokens) >= 10 for h in out[-1])
 
 
 def test_a_long_sentence_widens_the_arrays_and_they_narrow_once_it_leaves(chooser: str) -> None:
