@@ -147,6 +147,11 @@ case "$step" in
     # (appended: the full step's line and the kernel table above are in this file already)
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
       --provider cuda 2>&1 | quiet | tail -8 | tee -a "$OUT/static-host-b128.txt"
+    # session 48: the same with the server's search options (its n-gram guard and length penalty): the host's work a
+    # step and the graph k each step replayed (the guard widened most steps to k 16 before session 48)
+    PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
+      --provider cuda --server-options 2>&1 | quiet | tail -3 | sed 's/^/server options: /' \
+      | tee -a "$OUT/static-host-b128.txt"
     # session 46: the decoder-masked static step (its self-attention one DecoderMaskedMultiHeadAttention, keys in
     # CUDA's layout), its windows gathered straight into the presents and (--copy-windows) copied there by the kernel
     # as before: the graph run a step at 1 and 128 (on the 2-core CPU at 128, fp32: 14.3-15.6 ms copied, 13.0-13.7 not)

@@ -1,7 +1,7 @@
 """The host's own time in a static-shape step (``StaticState.step`` less its graph run), per step.
 
     PYTHONPATH=TREE python bench/gpu_session/static_host.py BUNDLE INPUT BATCH [--provider cpu|cuda] [--arrays-from N]
-                                                            [--lean | --full] [--copy-windows]
+                                                            [--lean | --full] [--copy-windows] [--server-options]
 
 Decodes sentences of INPUT (beam 4) in batches of BATCH with static-shape steps, four passes after one to warm up,
 timing each ``StaticState.step`` and the graph run inside it: what is left is the numpy and Python around the
@@ -13,7 +13,9 @@ less the step it drives): ``--arrays-from`` sets the set size from which it keep
 ``--lean`` / ``--full``: the lean static step (core/graphs.py ``STATIC_LEAN``) or the full one for the steps nobody
 asks attention rows for; neither: the engine's default (lean on CUDA only). ``--copy-windows``: a decoder-masked
 static step's windows (core/graphs.py ``WINDOW``) left unbound, so that its kernel copies each into the present, as
-before session 46.
+before session 46. ``--server-options``: decode as the server does by default (its n-gram guard and length penalty,
+core/translation.py) instead of plain beam 4. Each pass also counts the steps by the top-k the graph ran (``graph k``:
+the bucket of the ``k`` the search asked for; a guard that widened it past 8 ran another captured graph, session 48).
 PYTHONPATH picks the code tree measured (run it once with an older worktree for a side-by-side figure). Figures in
 docs/inference-core.md, sessions 26 and 27.
 """
@@ -24,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from core.translation import DecodeOptions
+from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
 from inference import beam_search, static_state
 from inference.engine import Engine
 
@@ -81,18 +83,32 @@ def main(argv: list[str]) -> None:
 
         return run
 
+    options = DecodeOptions(beam_size=4)
+    if "--server-options" in argv:
+        options = DecodeOptions(
+            beam_size=4, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY
+        )
+    graph_ks: dict[int, int] = {}  # steps a pass by the top-k their graph ran
+    step = static_state.StaticState.step
+
+    def counted(self: Any, tokens: Any, positions: Any, reorder: Any, k: int, attention: bool = True) -> Any:
+        graph_k = min(static_state.bucket(k), engine.vocab_size)
+        graph_ks[graph_k] = graph_ks.get(graph_k, 0) + 1
+        return step(self, tokens, positions, reorder, k, attention)
+
+    static_state.StaticState.step = counted  # type: ignore[method-assign]  # inside the timing below
     static_state._run = timed("run", static_state._run)  # type: ignore[assignment]
     static_state.StaticState.step = timed("step", static_state.StaticState.step)  # type: ignore[method-assign]
     static_state.StaticState.admit = timed("admit", static_state.StaticState.admit)  # type: ignore[method-assign]
     static_state.EncoderBucket.run = timed("encode", static_state.EncoderBucket.run)  # type: ignore[method-assign]
     engine.run_graph = timed("graphs", by_role(engine.run_graph))  # type: ignore[method-assign]
     beam_search.BeamSearch.step = timed("search", phased(beam_search.BeamSearch.step))  # type: ignore[method-assign]
-    options = DecodeOptions(beam_size=4)
     for attempt in range(5):
         names = ("run", "step", "admit", "encode", "graphs", "search")
         totals.update({key: 0.0 for name in names for key in (name, name + "s")})
         phases.clear()
         roles.clear()
+        graph_ks.clear()
         started = time.perf_counter()
         for start in range(0, len(texts), batch):
             engine.translate(texts[start : start + batch], options)
@@ -117,6 +133,8 @@ def main(argv: list[str]) -> None:
             )
             graphs = ", ".join(f"{role} {len(t)}x {sum(t) * 1e3:.1f} ms" for role, t in sorted(roles.items()))
             print(f"  pass {whole * 1e3:.1f} ms; steps by sentences in the set: {shares}; graphs: {graphs}", flush=True)
+            ks = ", ".join(f"{k}: {n}" for k, n in sorted(graph_ks.items()))
+            print(f"  steps by graph k: {ks}", flush=True)
 
 
 if __name__ == "__main__":
