@@ -265,12 +265,19 @@ def _repeats(tokens: list[int], n: int) -> bool:
 
 
 def _tree_search(
-    seed: int, vocab: int, max_lens: list[int], beam: int, guard: int, eos_bias: float, ties: bool = False
+    seed: int,
+    vocab: int,
+    max_lens: list[int],
+    beam: int,
+    guard: int,
+    eos_bias: float,
+    ties: bool = False,
+    stepper: TreeStepper | None = None,
 ) -> list[list[Finished]]:
-    """One sentence a max length, each on TreeStepper's random distributions, searched together as the brute-force
-    reference's rules say (length penalty 0.6, ``beam`` best kept)."""
+    """One sentence a max length, each on TreeStepper's random distributions (or ``stepper``'s), searched together as
+    the brute-force reference's rules say (length penalty 0.6, ``beam`` best kept)."""
     return search(
-        TreeStepper(len(max_lens), vocab, seed, eos_bias, ties=ties),
+        stepper or TreeStepper(len(max_lens), vocab, seed, eos_bias, ties=ties),
         [3] * len(max_lens),
         max_lens,
         beam_size=beam,
@@ -304,8 +311,9 @@ class WholeStepper(TreeStepper):
     """TreeStepper handing out every token of the vocabulary, ranked, whatever ``k`` the search asks for; records
     the ``k`` asked."""
 
-    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __init__(self, *args, whole: bool, **kwargs):  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
+        self.whole = whole
         self.asked: list[int] = []
 
     def step(self, tokens: np.ndarray, positions: np.ndarray, reorder: np.ndarray, k: int, attention: bool = True):  # type: ignore[no-untyped-def]
@@ -323,20 +331,8 @@ def test_the_top_k_asked_for_holds_every_proposal_the_walk_reads(guard: int) -> 
     for seed in range(12):
         runs = {}
         for whole in (False, True):
-            stepper = WholeStepper(len(max_lens), vocab, seed, eos_bias=3.0)
-            stepper.whole = whole
-            runs[whole] = search(
-                stepper,
-                [3] * len(max_lens),
-                max_lens,
-                beam_size=beam,
-                length_penalty=0.6,
-                n_best=beam,
-                vocab_size=vocab,
-                bos_id=BOS,
-                eos_id=EOS,
-                no_repeat_ngram=guard,
-            )
+            stepper = WholeStepper(len(max_lens), vocab, seed, 3.0, whole=whole)
+            runs[whole] = _tree_search(seed, vocab, max_lens, beam, guard, 3.0, stepper=stepper)
             if not whole:
                 assert min(stepper.asked) == beam + 1 < 2 * beam
         for narrow, wide in zip(runs[False], runs[True], strict=True):
