@@ -434,7 +434,9 @@ def test_an_engine_process_with_static_steps_opens_its_buckets_before_it_is_read
 
     with process_server(args, tmp_path / "static-ep.log", env={"MT_THREADS": "1"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
-        wait_until(lambda: opened(static) > 0, timeout=5, what="the engine process's counts")  # sent every 0.2 s
+        # The engine process sends its counts every 0.2 s, so the last ones before it was ready may predate the
+        # warm-up's last bucket: wait for them to say all of them (before any request: only the warm-up opens any)
+        wait_until(lambda: opened(static) >= 4 * 4 * 3, timeout=5, what="the engine process's counts")
         warmed = opened(static)
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 2)]
         with ThreadPoolExecutor(8) as pool:
