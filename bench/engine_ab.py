@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, Worker, machine, report_dir, write_report
-from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
+from bench.loadtools import ROOT, SERVER_SEARCH, Worker, add_server_options, machine, report_dir, write_report
 
 WORKER = """
 import json, os, sys, time
@@ -79,19 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="both sides decode with fixed-shape state (Engine.load static_step: the bundles need --static-step)",
     )
-    parser.add_argument(
-        "--server-options",
-        action="store_true",
-        help="decode with the server's n-gram guard and length penalty (core/translation.py) instead of the "
-        "engine's plain defaults",
-    )
+    add_server_options(parser)
     parser.add_argument("--out", default=str(report_dir("engine-ab") / "report"))
     args = parser.parse_args(argv)
-    options = (
-        {"no_repeat_ngram_size": DEFAULT_NO_REPEAT_NGRAM_SIZE, "length_penalty": DEFAULT_LENGTH_PENALTY}
-        if args.server_options
-        else {}
-    )
+    options = SERVER_SEARCH if args.server_options else {}
 
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()
     texts = [line.split("\t")[0] for line in lines if line.strip()][: args.sentences]

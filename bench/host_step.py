@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.loadtools import (
+    SERVER_SEARCH,
+    add_server_options,
     machine,
     report_dir,
     side_by_side,
@@ -37,17 +39,13 @@ WORKER = r"""
 import gc, hashlib, json, sys, time
 tree, bundle, path = sys.argv[1:4]
 sys.path.insert(0, tree)
-from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE, DecodeOptions
+from core.translation import DecodeOptions
 from inference import engine as engine_module, static_state
 from inference.engine import Engine
 assert static_state.__file__.startswith(tree), "imported another tree's engine"
 engine = Engine.load(bundle, provider="cpu", threads=2, static_step=True)
 with open(path, encoding="utf-8") as lines:
     texts = [line.split("\t")[0] for line in lines if line.strip()]
-default_options = DecodeOptions(beam_size=4)
-server_options = DecodeOptions(
-    beam_size=4, no_repeat_ngram_size=DEFAULT_NO_REPEAT_NGRAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY
-)
 real_run, real_step, real_graph = static_state._run, engine_module.RunningSet.step, engine.run_graph
 tape, at, clock = [], [0], {"inside": False, "seconds": 0.0, "steps": 0}
 
@@ -91,8 +89,8 @@ engine_module.RunningSet.step = timed_step
 engine.run_graph = timed_graph
 
 
-def decode(batch, sentences):
-    done, options = [], server_options if clock["server"] else default_options
+def decode(batch, sentences, options):
+    done = []
     for start in range(0, sentences, batch):
         done += [t.best.token_ids for t in engine.translate(texts[start : start + batch], options)]
     return done
@@ -102,11 +100,11 @@ print(json.dumps({"ready": tree}), flush=True)
 for line in sys.stdin:
     job = json.loads(line)
     batch, sentences = job["batch"], min(job["sentences"], len(texts))
-    clock["server"] = job.get("server_options", False)
+    options = DecodeOptions(beam_size=4, **job["options"])
     clock["replay"] = False
-    decode(batch, sentences)  # opens the buckets
+    decode(batch, sentences, options)  # opens the buckets
     tape.clear()
-    real = decode(batch, sentences)
+    real = decode(batch, sentences, options)
     sessions = [s for s in gc.get_objects() if isinstance(s, static_state.StaticSession)]
     runs = [s.run for s in sessions]
     for s in sessions:
@@ -115,7 +113,7 @@ for line in sys.stdin:
     try:
         for _ in range(3):
             at[0], clock["seconds"], clock["steps"] = 0, 0.0, 0
-            replayed = decode(batch, sentences)
+            replayed = decode(batch, sentences, options)
             assert replayed == real, "the replay decoded otherwise than the real run"
             seconds = clock["seconds"] / clock["steps"]
             best, steps = seconds if best is None else min(best, seconds), clock["steps"]
@@ -136,21 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", default="1,8,32,128")
     parser.add_argument("--sentences", type=int, default=64, help="decoded a pass (at least the batch size)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--server-options",
-        action="store_true",
-        help="decode with the server's defaults (n-gram guard and length penalty, core/translation.py) instead of "
-        "plain beam 4",
-    )
+    add_server_options(parser)
     parser.add_argument("--out", default=str(report_dir("host-step") / "report"))
     args = parser.parse_args(argv)
+    options = SERVER_SEARCH if args.server_options else {}
 
     trees = {key: str(Path(tree).resolve()) for key, tree in (("a", args.a), ("b", args.b)) if tree}
     bundle, source = str(Path(args.bundle).resolve()), str(Path(args.input).resolve())
     rows: list[dict[str, Any]] = []
     with workers(WORKER, {key: [tree, bundle, source] for key, tree in trees.items()}) as sides:
         for batch in map(int, args.batch_sizes.split(",")):
-            job = {"batch": batch, "sentences": max(batch, args.sentences), "server_options": args.server_options}
+            job = {"batch": batch, "sentences": max(batch, args.sentences), "options": options}
 
             def same_job(repeat: int, job: dict[str, Any] = job) -> dict[str, Any]:
                 return job

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
 from testkit.server import ProcessServer, process_server
 
 T = TypeVar("T")
@@ -39,6 +40,21 @@ REPORTS = ROOT / "docs" / "reports"
 def report_dir(benchmark: str) -> Path:
     """``docs/reports/<benchmark>``: a benchmark's default output directory."""
     return REPORTS / benchmark
+
+
+SERVER_SEARCH = {"no_repeat_ngram_size": DEFAULT_NO_REPEAT_NGRAM_SIZE, "length_penalty": DEFAULT_LENGTH_PENALTY}
+"""The search options a server decodes with by default beyond the beam (core/translation.py), as DecodeOptions
+keywords: what ``--server-options`` of the A/B benches adds."""
+
+
+def add_server_options(parser: Any) -> None:
+    """``--server-options``: decode with :data:`SERVER_SEARCH` instead of the engine's plain defaults."""
+    parser.add_argument(
+        "--server-options",
+        action="store_true",
+        help="decode with the server's n-gram guard and length penalty (core/translation.py) instead of the "
+        "engine's plain defaults",
+    )
 
 
 WORDS = ["red", "blue", "green", "black", "white", "gold", "pink", "gray", "cyan", "teal", "navy", "plum"]

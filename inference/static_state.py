@@ -816,7 +816,7 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
     raised (``Engine.warmup`` logs it and serves: the other buckets open on first use)."""
     done = Warmed()
     pool = engine.static_pool
-    ks = [min(bucket(beam + 1), engine.vocab_size)]
+    k = min(bucket(beam + 1), engine.vocab_size)
     opened: list[Buffers] = []  # warmed through: they go to the pool, whatever happens after
     try:
         for dims in ladder(engine, max_slots, beam):
@@ -826,12 +826,12 @@ def warm(engine: Engine, max_slots: int, beam: int = 4, budget: int = WARM_BYTES
                 continue
             with GATE.shared():
                 buffers = pool.acquire(dims)
-            for index, (k, parity) in enumerate((k, parity) for k in ks for parity in (0, 1)):
+            for parity in (0, 1):
                 with GATE.shared():
                     bound = _binding(engine, buffers, k, parity, _lean(engine))
                 # On the CPU the bucket's first binding runs once (what a first run sets up is the session's), the
                 # others are only bound.
-                for _ in range(CAPTURE_RUNS if engine.cuda_graph else int(index == 0)):
+                for _ in range(CAPTURE_RUNS if engine.cuda_graph else int(parity == 0)):
                     thread, capturing = _captures(bound.runs, engine.cuda_graph)
                     with GATE.exclusive() if capturing else GATE.shared():
                         _run(bound, attention=False)
