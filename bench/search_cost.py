@@ -12,8 +12,8 @@ hypothesis of a sentence once it passes its length (10 to 40 tokens, seeded). Th
 the batch size: a finished sentence is replaced at once, as the continuous scheduler does. Each side runs in a
 worker process of its own (its tree first on ``sys.path``) and the runs alternate a b a b ...; a figure is the
 median, over the repeats, of the search's seconds per step (the stepper's own time subtracted), and whether both
-trees chose the same tokens. ``--a-arrays-from`` / ``--b-arrays-from`` set a side's ``ARRAYS_FROM`` (the set size
-from which the search keeps its hypotheses in arrays): ``--a . --a-arrays-from 1000000000 --b . --b-arrays-from 1``
+trees chose the same tokens. ``--a-arrays-from`` / ``--b-arrays-from`` set a side's ``ARRAYS_FROM`` and
+``GUARDED_ARRAYS_FROM`` (the set size from which the search keeps its hypotheses in arrays): ``--a . --a-arrays-from 1000000000 --b . --b-arrays-from 1``
 compares the two forms of one tree. Writes OUT.md and OUT.json.
 """
 
@@ -45,6 +45,8 @@ assert BeamSearch.__init__.__code__.co_filename.startswith(tree), "imported anot
 if arrays_from:
     assert hasattr(inference.beam_search, "ARRAYS_FROM"), "this tree's search has no ARRAYS_FROM"
     inference.beam_search.ARRAYS_FROM = int(arrays_from)
+    if hasattr(inference.beam_search, "GUARDED_ARRAYS_FROM"):  # the line of guarded sets too (session 49 on)
+        inference.beam_search.GUARDED_ARRAYS_FROM = int(arrays_from)
 VOCAB, BOS, EOS = 8000, 1, 2
 
 

@@ -130,8 +130,13 @@ ARRAYS_FROM = 56
 """A set of at least this many sentences keeps its hypotheses in arrays (:class:`_Arrays`) and chooses among their
 proposals with numpy; it goes back to linked hypotheses below three quarters as many (a set that shrinks past the
 line converts once; one that hovers at it does not convert every step). Small sets walk their proposals in Python,
-which costs less than numpy's calls there; both choose the same (``python -m bench search-cost``: the two cost the
-same at about 48 sentences on the CPU it ran on, docs/inference-core.md)."""
+which costs less than numpy's calls there; both choose the same (``python -m bench search-cost --a . --b .
+--a-arrays-from 1000000000 --b-arrays-from 1``: the two forms cost the same at 48-52 sentences on the CPU it ran
+on, within its noise from 44 to 56: docs/inference-core.md, session 49)."""
+GUARDED_ARRAYS_FROM = 40
+"""ARRAYS_FROM for a set in which any sentence guards n-grams (the server's default): the walk's guard is Python per
+hypothesis, the arrays' a few numpy calls for the whole set, and the two forms cost the same at 36-40 sentences
+there (the same bench with ``--no-repeat-ngram 3 --pieces 400``)."""
 
 
 def _start(guarded: bool) -> _Hyp:
@@ -422,9 +427,10 @@ class BeamSearch:
         running = self._running
         if not running:
             return []
-        if self._arrays is None and len(running) >= ARRAYS_FROM:
+        line = GUARDED_ARRAYS_FROM if (self._traits or self._set_traits())[2] else ARRAYS_FROM
+        if self._arrays is None and len(running) >= line:
             self._arrays = _Arrays.of(running, self.bos_id)
-        elif self._arrays is not None and len(running) < ARRAYS_FROM * 3 // 4:
+        elif self._arrays is not None and len(running) < line * 3 // 4:
             self._arrays.hypotheses(running)
             self._arrays = None
         return self._walk() if self._arrays is None else self._step_arrays(self._arrays)

@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
     bundle, path, batch = argv[0], argv[1], int(argv[2])
     provider = argv[argv.index("--provider") + 1] if "--provider" in argv else "cpu"
     if "--arrays-from" in argv:
-        beam_search.ARRAYS_FROM = int(argv[argv.index("--arrays-from") + 1])
+        beam_search.ARRAYS_FROM = beam_search.GUARDED_ARRAYS_FROM = int(argv[argv.index("--arrays-from") + 1])
     lean = True if "--lean" in argv else False if "--full" in argv else None  # None: lean on CUDA (STATIC_LEAN)
     engine = Engine.load(bundle, provider=provider, threads=2, static_step=True, lean_step=lean)
     if "--copy-windows" in argv:  # a decoder-masked step's windows left unbound: its kernel copies them (WINDOW)

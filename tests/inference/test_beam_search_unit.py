@@ -21,6 +21,7 @@ def chooser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     past 4 and 3 sentences; all must choose the same."""
     arrays_from = {"walk": 10**9, "arrays": 1, "switching": 4}[request.param]
     monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", arrays_from)
+    monkeypatch.setattr(beam_search_module, "GUARDED_ARRAYS_FROM", arrays_from)
     return str(request.param)
 
 

@@ -86,8 +86,9 @@ def test_cuda_beam_search_in_arrays_equals_the_cpu_walking(
 ) -> None:
     """The search form large sets take (hypotheses in arrays, inference/beam_search.py ARRAYS_FROM), forced for a
     batch of 24 on CUDA, finds the beams, scores and attention the CPU finds with its hypotheses linked."""
-    expected = _decode(cpu_engine, BEAM, 24)  # 24 sentences walk (ARRAYS_FROM is 56)
+    expected = _decode(cpu_engine, BEAM, 24)  # 24 sentences walk (ARRAYS_FROM is 56, GUARDED_ARRAYS_FROM 40)
     monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 1)
+    monkeypatch.setattr(beam_search_module, "GUARDED_ARRAYS_FROM", 1)
     _assert_same_beams(expected, _decode(cuda_engine, BEAM, 24))
 
 

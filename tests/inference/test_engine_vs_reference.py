@@ -257,7 +257,8 @@ def test_running_set_admits_between_steps_like_the_reference(
     ARRAYS_FROM); with seed 1 a set moves between links and arrays as it passes 3 sentences."""
     cohorts = engine.cohorts > 1 and seed > 0
     monkeypatch.setattr(engine_module, "COHORT_CELLS", 1 if cohorts else 10**9)
-    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", {0: 10**9, 1: 3, 2: 1}[seed])
+    for line in ("ARRAYS_FROM", "GUARDED_ARRAYS_FROM"):
+        monkeypatch.setattr(beam_search_module, line, {0: 10**9, 1: 3, 2: 1}[seed])
     graphs: list[str] = []
     run, resize = Engine.run_graph, StaticState._resize
 
