@@ -427,11 +427,13 @@ class BeamSearch:
         running = self._running
         if not running:
             return []
-        line = GUARDED_ARRAYS_FROM if (self._traits or self._set_traits())[2] else ARRAYS_FROM
-        if self._arrays is None and len(running) >= line:
-            self._arrays = _Arrays.of(running, self.bos_id)
-        elif self._arrays is not None and len(running) < line * 3 // 4:
-            self._arrays.hypotheses(running)
+        a = self._arrays
+        if a is None:  # the walk reads the set's traits anyway; arrays hold the guard in a column
+            line = GUARDED_ARRAYS_FROM if (self._traits or self._set_traits())[2] else ARRAYS_FROM
+            if len(running) >= line:
+                self._arrays = _Arrays.of(running, self.bos_id)
+        elif len(running) < (GUARDED_ARRAYS_FROM if a.ints[:, NGRAM].any() else ARRAYS_FROM) * 3 // 4:
+            a.hypotheses(running)
             self._arrays = None
         return self._walk() if self._arrays is None else self._step_arrays(self._arrays)
 
