@@ -166,14 +166,15 @@ case "$step" in
     PYTHONPATH=.:/tmp/site timeout 60 python3 bench/gpu_session/static_host.py /tmp/bundle /tmp/model/test.tsv 128 \
       --provider cuda --arrays-from 1000000000 2>&1 | quiet | tail -2 | tee -a "$OUT/static-host-b128.txt"
     # (session 38: hypotheses linked, a, against kept in arrays, b, the form sets of 56 or more now take; where the
-    # two cost the same on this host's CPU says where ARRAYS_FROM belongs: about 48 sentences on the 2-core CPU)
+    # two cost the same on this host's CPU says where ARRAYS_FROM belongs: 48-52 sentences on the 2-core CPU in
+    # session 49)
     timeout 60 python3 -m bench search-cost --a . --a-arrays-from 1000000000 --b . --b-arrays-from 1 \
-      --batch-sizes 1,32,64,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -5 | tee -a "$OUT/static-host-b128.txt"
-    # and with the server's guard and length penalty on tokens that repeat as real ones do (0.953 ms at 128 on the
-    # 2-core CPU in session 30)
+      --batch-sizes 1,32,48,64,128 --repeats 3 --out /tmp/search-cost 2>&1 | tail -6 | tee -a "$OUT/static-host-b128.txt"
+    # and with the server's guard and length penalty on tokens that repeat as real ones do: where GUARDED_ARRAYS_FROM
+    # belongs (36-40 sentences on the 2-core CPU in session 49, the line now 40)
     timeout 60 python3 -m bench search-cost --a . --a-arrays-from 1000000000 --b . --b-arrays-from 1 \
-      --batch-sizes 64,128 --repeats 3 --no-repeat-ngram 3 --length-penalty 1.4 --pieces 60 --out /tmp/search-cost-guard \
-      2>&1 | tail -3 | tee -a "$OUT/static-host-b128.txt"
+      --batch-sizes 32,40,48,128 --repeats 3 --no-repeat-ngram 3 --length-penalty 1.4 --pieces 400 \
+      --out /tmp/search-cost-guard 2>&1 | tail -5 | tee -a "$OUT/static-host-b128.txt"
     # session 41: the dynamic fused fp16w graphs (a GPU server's default) stepping without attention rows where
     # nobody asks for them (the set's lean step, decoder_lean), against the same engine running the full step every
     # step; on the H200 in session 36 the lean graph alone ran 1.145x the full one at batch 1, 1.055x at 32
