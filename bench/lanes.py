@@ -2,35 +2,54 @@
 
     python -m bench lanes [--bundle models/en-de] [--input data/en-de/test.tsv] [--sentences 128]
                           [--batch-sizes 32,128] [--configs 1x2,2x1] [--graphs auto] [--static-step]
-                          [--provider cpu] [--beam 4] [--repeats 3] [--out docs/reports/lanes/report]
+                          [--provider cpu] [--beam 4] [--server-options] [--bleu] [--repeats 3]
+                          [--out docs/reports/lanes/report]
 
 Each config ``LxT`` is an engine loaded with ``lanes=L`` and ``threads=T`` (onnxruntime's intra-op threads of each
 session): ``1x2`` one running set whose graphs use two threads, ``2x1`` two sets of half the batch each, whose steps
 each use one thread, one set's graph running while Python searches the other's (``Engine.load(lanes=...)``,
 inference/engine.py). ``--static-step`` loads the static steps (the bundle's GPU set), each lane on sessions of its
-own, as on a GPU. The configs translate INPUT's first sentences in batches of each size, alternated a b a b ...,
-``--repeats`` times; a figure is the median. Also the share of best outputs equal to the first config's: float
-graphs give 100 %, int8 graphs less (a sentence's batch mates move its rounding: docs/bundle.md, "Batch mates").
+own, as on a GPU. A config ending in ``-spin`` lets its decoder step's pool spin (``spinning="decoder"``, what
+``python -m training evaluate`` and ``back-translate`` load). ``--server-options``: the server's n-gram guard and
+length penalty instead of plain beam search; ``--bleu``: each config's BLEU and chrF against INPUT's second column
+(sacrebleu; INPUT must hold ``--sentences`` pairs). The configs translate INPUT's first sentences in batches of
+each size, alternated a b a b ..., ``--repeats`` times; a figure is the median. Also the share of best outputs
+equal to the first config's: float graphs give 100 %, int8 graphs less (a sentence's batch mates move its
+rounding: docs/bundle.md, "Batch mates").
 Writes OUT.md and OUT.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.loadtools import ROOT, command_line, machine, read_sources, report_dir, write_report
+from bench.loadtools import (
+    ROOT,
+    SERVER_SEARCH,
+    add_server_options,
+    command_line,
+    machine,
+    read_sources,
+    report_dir,
+    write_report,
+)
 from core.translation import DecodeOptions
 from inference.engine import Engine
 
 
-def _config(text: str) -> tuple[int, int]:
-    lanes, threads = (int(part) for part in text.split("x"))
-    return lanes, threads
+def _config(text: str) -> tuple[int, int, bool | str]:
+    """``LxT`` or ``LxT-spin``: lanes, threads, spinning."""
+    shape, _, spin = text.partition("-")
+    if spin not in ("", "spin"):
+        raise SystemExit(f"config {text!r}: LANESxTHREADS, optionally followed by -spin")
+    lanes, threads = (int(part) for part in shape.split("x"))
+    return lanes, threads, "decoder" if spin else False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--static-step", action="store_true", help="the static steps (the bundle's GPU set)")
     parser.add_argument("--provider", default="cpu")
     parser.add_argument("--beam", type=int, default=4)
+    add_server_options(parser)
+    parser.add_argument("--bleu", action="store_true", help="score each config against INPUT's references")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(report_dir("lanes") / "report"))
     args = parser.parse_args(argv)
@@ -57,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             static_step=args.static_step,
             lanes=_config(name)[0],
             threads=_config(name)[1],
+            spinning=_config(name)[2],
         )
         for name in names
     }
@@ -64,12 +86,22 @@ def main(argv: list[str] | None = None) -> int:
     texts = read_sources(args.input, args.sentences)
     sources = [engines[base].tokenize(t) for t in texts]
     options = DecodeOptions(beam_size=args.beam)
+    if args.server_options:
+        options = dataclasses.replace(options, **SERVER_SEARCH)  # type: ignore[arg-type]
+    references = _references(args.input, len(sources)) if args.bleu else []
+    written: dict[str, list[str]] = {}
 
     def run(engine: Engine, batch: int) -> tuple[float, list[list[int]]]:
-        started, out = time.perf_counter(), []
+        started, out, text = time.perf_counter(), [], []
         for lo in range(0, len(sources), batch):
-            out += [t.best.token_ids for t in engine.translate_ids(sources[lo : lo + batch], options)]
-        return time.perf_counter() - started, out
+            done = engine.translate_ids(sources[lo : lo + batch], options)
+            out += [t.best.token_ids for t in done]
+            text += [t.best.text for t in done]
+        seconds = time.perf_counter() - started
+        written[engine_name[id(engine)]] = text
+        return seconds, out
+
+    engine_name = {id(engine): name for name, engine in engines.items()}
 
     rows: list[dict[str, Any]] = []
     for batch in [int(b) for b in args.batch_sizes.split(",")]:
@@ -85,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             tokens = sum(len(o) for o in outputs[name])
             same = sum(a == b for a, b in zip(outputs[name], outputs[base], strict=True))
+            scores = _scores(written[name], references) if references else {}
             rows.append(
                 {
                     "batch": batch,
@@ -93,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     "target_tok_s": round(tokens / medians[name]),
                     "vs_base": round(medians[base] / medians[name], 3),
                     "identical_to_base": round(same / len(sources), 3),
+                    **scores,
                 }
             )
             print(
@@ -109,23 +143,26 @@ def main(argv: list[str] | None = None) -> int:
         "provider": engines[base].provider,
         "sentences": len(sources),
         "beam": args.beam,
+        "server_options": args.server_options,
         "repeats": args.repeats,
         "machine": machine(),
     }
+    search = " with the server's n-gram guard and length penalty" if args.server_options else ""
     lines = [
         "# Lanes: a batch as several running sets, each on a thread",
         "",
         f"`{meta['command']}`: {meta['bundle']} ({meta['graphs']} graphs, {meta['dtype']}"
         f"{', static steps' if args.static_step else ''}) on {meta['provider']}, {len(sources)} sentences, beam "
-        f"{args.beam}, median of {args.repeats} alternated runs; {meta['machine']['cpus']} CPUs, load "
+        f"{args.beam}{search}, median of {args.repeats} alternated runs; {meta['machine']['cpus']} CPUs, load "
         f"{meta['machine']['load_average_1m_at_start']} at start. LxT: L lanes of T onnxruntime threads each.",
         "",
-        f"| batch | config | target tok/s | vs {base} | best outputs identical to {base} |",
-        "|---:|---|---:|---:|---:|",
+        f"| batch | config | target tok/s | vs {base} | best outputs identical to {base} |"
+        + (" BLEU | chrF |" if references else ""),
+        "|---:|---|---:|---:|---:|" + ("---:|---:|" if references else ""),
     ]
     lines += [
         f"| {r['batch']} | {r['config']} | {r['target_tok_s']:,} | {r['vs_base']:.2f}x | "
-        f"{r['identical_to_base'] * 100:.0f} % |"
+        f"{r['identical_to_base'] * 100:.0f} % |" + (f" {r['bleu']:.2f} | {r['chrf']:.2f} |" if references else "")
         for r in rows
     ]
     markdown = "\n".join(lines) + "\n"
@@ -133,6 +170,23 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown)
     print(f"wrote {args.out}.md")
     return 0
+
+
+def _references(path: Path, n: int) -> list[str]:
+    """The first ``n`` references of a TSV (second column), one a source ``read_sources`` read."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.split("\t", 1)[0].strip()]
+    if len(lines) < n or any("\t" not in line for line in lines[:n]):
+        raise SystemExit(f"--bleu: {path} must hold at least {n} source<TAB>reference lines (--sentences)")
+    return [line.split("\t")[1].strip() for line in lines[:n]]
+
+
+def _scores(hypotheses: list[str], references: list[str]) -> dict[str, float]:
+    import sacrebleu
+
+    return {
+        "bleu": round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2),
+        "chrf": round(sacrebleu.corpus_chrf(hypotheses, [references]).score, 2),
+    }
 
 
 if __name__ == "__main__":
