@@ -13,8 +13,9 @@ the batch size: a finished sentence is replaced at once, as the continuous sched
 worker process of its own (its tree first on ``sys.path``) and the runs alternate a b a b ...; a figure is the
 median, over the repeats, of the search's seconds per step (the stepper's own time subtracted), and whether both
 trees chose the same tokens. ``--a-arrays-from`` / ``--b-arrays-from`` set a side's ``ARRAYS_FROM`` and
-``GUARDED_ARRAYS_FROM`` (the set size from which the search keeps its hypotheses in arrays): ``--a . --a-arrays-from 1000000000 --b . --b-arrays-from 1``
-compares the two forms of one tree. Writes OUT.md and OUT.json.
+``GUARDED_ARRAYS_FROM`` (the set size from which the search keeps its hypotheses in arrays):
+``--a . --a-arrays-from 1000000000 --b . --b-arrays-from 1`` compares the two forms of one tree. Writes OUT.md and
+OUT.json.
 """
 
 from __future__ import annotations
