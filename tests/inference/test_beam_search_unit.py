@@ -496,3 +496,27 @@ def test_a_long_sentence_widens_the_arrays_and_they_narrow_once_it_leaves(choose
     assert len(results[0][0].tokens) == 40
     if chooser == "arrays":
         assert max(widths) == 64 and widths[-1] == 16
+
+
+@pytest.mark.parametrize("guard", [0, 2])
+def test_a_set_that_guards_n_grams_takes_arrays_from_fewer_sentences(
+    chooser: str, guard: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GUARDED_ARRAYS_FROM for a set in which a sentence guards n-grams, ARRAYS_FROM for one in which none does; a
+    set in arrays goes back to links below three quarters of its line, the guard read from its arrays."""
+    if chooser != "walk":
+        pytest.skip("sets both lines itself")
+    monkeypatch.setattr(beam_search_module, "ARRAYS_FROM", 6)
+    monkeypatch.setattr(beam_search_module, "GUARDED_ARRAYS_FROM", 4)
+    stepper = TreeStepper(5, 9, 3, -6.0)
+    beams = BeamSearch(stepper, vocab_size=9, bos_id=BOS, eos_id=EOS)
+    options = SearchOptions(beam_size=2, max_len=12, no_repeat_ngram=guard)
+    beams.admit((i, [A] * 3, options) for i in range(5))
+    assert not beams.step()
+    assert (beams._arrays is not None) == bool(guard)  # 5 sentences: at least 4, fewer than 6
+    beams.drop([0, 1])
+    assert not beams.step()
+    assert (beams._arrays is not None) == bool(guard)  # 3: not below 4 * 3 // 4
+    beams.drop([2])
+    beams.step()
+    assert beams._arrays is None  # 2: back to links
