@@ -22,6 +22,9 @@
 #   run 3: bash bench/gpu_session/device.sh measure-more     (nothing carried: /tmp holds what run 2 set up)
 #   run 4: bash bench/gpu_session/device.sh measure-server   (the same)
 # and finally here: bash bench/gpu_session/stage.sh unhide
+# then, the reports copied to docs/reports/gpu/<machine>-<date>/, what they decide (targets met, opt-in cuts against
+# the defaults, the run against session 42's H100):
+#   python bench/gpu_session/decide.py DIR --baseline docs/reports/gpu/h100-2026-11-27 --out DIR/decide.md
 set -euo pipefail
 G=.gpu
 case "${1:-}" in
