@@ -17,7 +17,10 @@ whichever mode the process is in.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import threading
+from pathlib import Path
 
 import onnxruntime as ort
 
@@ -76,3 +79,23 @@ def session_options(threads: int = 0, spinning: bool = False) -> ort.SessionOpti
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
+
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+"""cgroup v2's CPU quota: "QUOTA PERIOD" in microseconds, or "max PERIOD" without a limit."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity, capped by a cgroup (v2) CPU quota (a container's CPU
+    limit, which the affinity does not show)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = CGROUP_CPU_MAX.read_text(encoding="ascii").split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)

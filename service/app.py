@@ -6,8 +6,6 @@ import asyncio
 import functools
 import importlib.util
 import logging
-import math
-import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,6 +17,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from inference.threads import usable_cpus
 from service.batcher import Batcher, BatchLimits
 from service.deps import ServiceState
 from service.engine_process import EngineProcess, bundle_front
@@ -54,26 +53,6 @@ def on_gpu(settings: Settings) -> bool:
         return choose_providers(settings.provider)[0] == "CUDAExecutionProvider"
     except EngineError:
         return False
-
-
-CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
-"""cgroup v2's CPU quota: "QUOTA PERIOD" in microseconds, or "max PERIOD" without a limit."""
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may use: its affinity, capped by a cgroup (v2) CPU quota (a container's CPU
-    limit, which the affinity does not show)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    try:
-        quota, period = CGROUP_CPU_MAX.read_text(encoding="ascii").split()[:2]
-        if quota != "max":
-            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, cpus)
 
 
 def resolve(settings: Settings) -> Settings:

@@ -27,7 +27,6 @@ quarter of the outputs differ a little from ``--lanes 1``'s, as they would with 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -79,6 +78,7 @@ def back_translate(
     from tqdm import tqdm
 
     from inference.engine import LANE_SENTENCES, Engine, choose_providers
+    from inference.threads import usable_cpus
 
     lines = [line.rstrip("\n") for line in source.open(encoding="utf-8")]
     lines = [line.replace("\t", " ") for line in lines if line.strip()]
@@ -92,9 +92,9 @@ def back_translate(
     if not lanes:
         on_cpu = choose_providers("auto")[0] == "CPUExecutionProvider"
         wide = batch >= 2 * LANE_SENTENCES  # a smaller batch would decode as one lane on its share of the cores
-        lanes = 2 if on_cpu and wide and not sample and (threads or _cores()) >= 2 else 1
+        lanes = 2 if on_cpu and wide and not sample and (threads or usable_cpus()) >= 2 else 1
     if lanes > 1:  # each lane's sessions get its share of the cores
-        engine = Engine.load(bundle, provider="auto", threads=max(1, (threads or _cores()) // lanes), lanes=lanes)
+        engine = Engine.load(bundle, provider="auto", threads=max(1, (threads or usable_cpus()) // lanes), lanes=lanes)
     else:
         engine = Engine.load(bundle, provider="auto", threads=threads, spinning="decoder")  # one engine, one thread
     options = DecodeOptions(
@@ -131,11 +131,6 @@ def back_translate(
     written = len(lines) - done
     print(f"{written} sentences in {time.monotonic() - started:.0f} s -> {out}", file=sys.stderr)
     return written
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def run_command(args: argparse.Namespace) -> int:

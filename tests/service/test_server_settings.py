@@ -82,13 +82,14 @@ def test_threads_default_to_the_cpus_shared_among_the_batches_in_flight(
 ) -> None:
     """MT_THREADS=0 on the CPU: the usable CPUs (a container's quota included) divided among the batches that
     decode at once, at least one each; what the server then asks each model's engine for."""
+    import inference.threads as threads
     import service.app as app
     from testkit.fake_engine import FakeLoader, write_fake_bundle
     from tests.service.servers import settings_for, thread_server
 
     quota = tmp_path / "cpu.max"
-    monkeypatch.setattr(app, "CGROUP_CPU_MAX", quota)
-    monkeypatch.setattr(app.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(threads, "CGROUP_CPU_MAX", quota)  # inference/threads.py: the server's and back-translate's
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert app.usable_cpus() == 16  # no cgroup file: the affinity
     quota.write_text("max 100000\n")
     assert app.usable_cpus() == 16
