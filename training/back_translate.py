@@ -77,7 +77,7 @@ def back_translate(
     import numpy as np
     from tqdm import tqdm
 
-    from inference.engine import LANE_SENTENCES, Engine, choose_providers
+    from inference.engine import DECODE_THREADS, LANE_SENTENCES, Engine, choose_providers
     from inference.threads import usable_cpus
 
     lines = [line.rstrip("\n") for line in source.open(encoding="utf-8")]
@@ -87,8 +87,8 @@ def back_translate(
     done = sum(1 for _ in out.open(encoding="utf-8")) if out.is_file() else 0
     if done > len(lines):
         raise SystemExit(f"{out} has {done} lines, more than the {len(lines)} of {source}: a different input?")
-    if lanes < 0:
-        raise SystemExit(f"--lanes {lanes}: 0 (two on the CPU, one on a GPU) or more")
+    if not 0 <= lanes <= DECODE_THREADS:
+        raise SystemExit(f"--lanes {lanes}: 0 (two on the CPU, one on a GPU) to {DECODE_THREADS}")
     if not lanes:
         on_cpu = choose_providers("auto")[0] == "CPUExecutionProvider"
         wide = batch >= 2 * LANE_SENTENCES  # a smaller batch would decode as one lane on its share of the cores

@@ -63,5 +63,7 @@ def test_two_lanes_write_what_one_set_writes(
     assert back_translate(tiny_bundle, source, two, threads=2) == len(lines)  # 0: two lanes here
     assert back_translate(tiny_bundle, source, tmp_path / "small.tsv", batch=8, threads=2, limit=8) == 8
     assert loads == [1, 2, 1]  # batches under 32 would decode as one lane on half the threads: one set
+    with pytest.raises(SystemExit, match="--lanes 9"):
+        back_translate(tiny_bundle, source, tmp_path / "nine.tsv", lanes=9)
     assert two.read_text(encoding="utf-8") == one.read_text(encoding="utf-8")
     assert [line.split("\t")[1] for line in two.read_text(encoding="utf-8").splitlines()] == lines
