@@ -432,7 +432,10 @@ class BeamSearch:
             line = GUARDED_ARRAYS_FROM if (self._traits or self._set_traits())[2] else ARRAYS_FROM
             if len(running) >= line:
                 self._arrays = _Arrays.of(running, self.bos_id)
-        elif len(running) < (GUARDED_ARRAYS_FROM if a.ints[:, NGRAM].any() else ARRAYS_FROM) * 3 // 4:
+        elif (
+            len(running) < max(ARRAYS_FROM, GUARDED_ARRAYS_FROM) * 3 // 4  # (a large set skips the column's read)
+            and len(running) < (GUARDED_ARRAYS_FROM if a.ints[:, NGRAM].any() else ARRAYS_FROM) * 3 // 4
+        ):
             a.hypotheses(running)
             self._arrays = None
         return self._walk() if self._arrays is None else self._step_arrays(self._arrays)
