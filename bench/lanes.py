@@ -89,35 +89,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.server_options:
         options = dataclasses.replace(options, **SERVER_SEARCH)  # type: ignore[arg-type]
     references = _references(args.input, len(sources)) if args.bleu else []
-    written: dict[str, list[str]] = {}
 
-    def run(engine: Engine, batch: int) -> tuple[float, list[list[int]]]:
-        started, out, text = time.perf_counter(), [], []
+    def run(engine: Engine, batch: int) -> tuple[float, list[Any]]:
+        """Seconds, and each sentence's best hypothesis (its token_ids compared, its text scored)."""
+        started, best = time.perf_counter(), []
         for lo in range(0, len(sources), batch):
-            done = engine.translate_ids(sources[lo : lo + batch], options)
-            out += [t.best.token_ids for t in done]
-            text += [t.best.text for t in done]
-        seconds = time.perf_counter() - started
-        written[engine_name[id(engine)]] = text
-        return seconds, out
-
-    engine_name = {id(engine): name for name, engine in engines.items()}
+            best += [t.best for t in engine.translate_ids(sources[lo : lo + batch], options)]
+        return time.perf_counter() - started, best
 
     rows: list[dict[str, Any]] = []
     for batch in [int(b) for b in args.batch_sizes.split(",")]:
         for engine in engines.values():  # buckets opened, first calls at these shapes: not timed
             run(engine, batch)
         seconds: dict[str, list[float]] = {name: [] for name in names}
-        outputs: dict[str, list[list[int]]] = {}
+        outputs: dict[str, list[Any]] = {}
         for _ in range(args.repeats):
             for name, engine in engines.items():
                 elapsed, outputs[name] = run(engine, batch)
                 seconds[name].append(elapsed)
         medians = {name: statistics.median(seconds[name]) for name in names}
         for name in names:
-            tokens = sum(len(o) for o in outputs[name])
-            same = sum(a == b for a, b in zip(outputs[name], outputs[base], strict=True))
-            scores = _scores(written[name], references) if references else {}
+            tokens = sum(len(o.token_ids) for o in outputs[name])
+            same = sum(a.token_ids == b.token_ids for a, b in zip(outputs[name], outputs[base], strict=True))
+            scores = _scores([o.text for o in outputs[name]], references) if references else {}
             rows.append(
                 {
                     "batch": batch,
