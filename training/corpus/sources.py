@@ -41,6 +41,7 @@ GROUP_CLI = "command-line"
 GROUP_DOCS = "manuals"
 GROUP_DEBIAN_DOCS = "debian-docs"  # training only: no held-out target, test.manuals.tsv stays comparable
 GROUP_KDE = "kde"  # training only, like debian-docs
+GROUP_DICT = "dictionary"  # test only (no dev), and not in test.tsv: both stay comparable with earlier runs
 GROUP_EVAL = "eval"
 
 
@@ -49,7 +50,8 @@ class SourceSpec:
     """Where a source comes from, how it aligns and under which license it is shipped."""
 
     name: str
-    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages" | "docbook-html" | "kde-handbook"
+    kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages" | "docbook-html" | "kde-handbook" |
+    # "freedict"
     group: str
     license: str
     debs: tuple[str, ...] = ()
@@ -323,6 +325,17 @@ def _build_registry() -> dict[str, SourceSpec]:
             default=False,
         ),
     ]
+    specs.append(  # opt-in (--sources all,freedict) until a default model is trained on it
+        SourceSpec(
+            "freedict",
+            "freedict",
+            GROUP_DICT,
+            "GPL-3.0-or-later and AGPL-3.0-or-later (FreeDict eng-deu 2022.04.21, from TU Chemnitz's Ding 1.9)",
+            debs=("dict-freedict-eng-deu",),
+            description="FreeDict English-German dictionary: usage examples and sentence entries (everyday language)",
+            default=False,
+        )
+    )
     specs.append(
         SourceSpec(
             "gnome-user-docs",
