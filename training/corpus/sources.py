@@ -330,7 +330,7 @@ def _build_registry() -> dict[str, SourceSpec]:
             "freedict",
             "freedict",
             GROUP_DICT,
-            "GPL-3.0-or-later and AGPL-3.0-or-later (FreeDict eng-deu 2022.04.21, from TU Chemnitz's Ding 1.9)",
+            "GPL-3.0-or-later (FreeDict eng-deu 2022.04.21, from Ding 1.9: Frank Richter, Einhard Leichtfuß)",
             debs=("dict-freedict-eng-deu",),
             description="FreeDict English-German dictionary: usage examples and sentence entries (everyday language)",
             default=False,
