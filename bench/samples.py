@@ -1,7 +1,7 @@
 """Sample translations of plain sentences through a real server's ``POST /translate``, one or more bundles side by side.
 
     python -m bench samples [--bundle models/en-de [--bundle OTHER ...]] [--set help|everyday]
-                            [--out docs/default-model-samples.md]
+                            [--out docs/reports/samples/SET.md]
 
 Starts ``python -m service`` on each bundle (127.0.0.1, a free port, default settings), sends the set's
 sentences in one request, prints a markdown table (a column per bundle) and, with ``--out``, writes it. The
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             body = response.json()
         model = f"{body['model']['name']} {body['model']['version']}"
         columns.append((bundle, model, [item["text"] for item in body["translations"]]))
-    heads = [f"{model}" for _, model, _ in columns] if len(columns) > 1 else ["the model's German"]
+    heads = [model for _, model, _ in columns] if len(columns) > 1 else ["the model's German"]
     rows = ["| English | " + " | ".join(heads) + " |", "|---|" + "---|" * len(columns)]
     for i, source in enumerate(sentences):
         rows.append(f"| {source} | " + " | ".join(texts[i] for _, _, texts in columns) + " |")

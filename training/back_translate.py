@@ -89,12 +89,13 @@ def back_translate(
         raise SystemExit(f"{out} has {done} lines, more than the {len(lines)} of {source}: a different input?")
     if not 0 <= lanes <= DECODE_THREADS:
         raise SystemExit(f"--lanes {lanes}: 0 (two on the CPU, one on a GPU) to {DECODE_THREADS}")
+    cores = threads or usable_cpus()
     if not lanes:
         on_cpu = choose_providers("auto")[0] == "CPUExecutionProvider"
         wide = batch >= 2 * LANE_SENTENCES  # a smaller batch would decode as one lane on its share of the cores
-        lanes = 2 if on_cpu and wide and not sample and (threads or usable_cpus()) >= 2 else 1
+        lanes = 2 if on_cpu and wide and not sample and cores >= 2 else 1
     if lanes > 1:  # each lane's sessions get its share of the cores
-        engine = Engine.load(bundle, provider="auto", threads=max(1, (threads or usable_cpus()) // lanes), lanes=lanes)
+        engine = Engine.load(bundle, provider="auto", threads=max(1, cores // lanes), lanes=lanes)
     else:
         engine = Engine.load(bundle, provider="auto", threads=threads, spinning="decoder")  # one engine, one thread
     options = DecodeOptions(
