@@ -54,6 +54,7 @@ done
 TESTS=("$DATA/test.software-ui.tsv" "$DATA/test.libreoffice-help.tsv" "$DATA/test.bible.tsv" "$DATA/test.command-line.tsv")
 [ -f "$DATA/test.manuals.tsv" ] && TESTS+=("$DATA/test.manuals.tsv")  # built with --sources all,manuals
 [ -f "$DATA/test.dictionary.tsv" ] && TESTS+=("$DATA/test.dictionary.tsv")  # built with --sources ...,freedict
+[ -f "$DATA/test.games.tsv" ] && TESTS+=("$DATA/test.games.tsv")  # built with --sources ...,games
 EVALS=("$DATA/eval-gnome-user-docs.tsv" "$DATA/eval-bible-acts.tsv")
 [ "${SKIP_RESERVED:-0}" = 1 ] && EVALS=()
 $PY -m training evaluate-bundle "$OUT/bundle-fp32" "${TESTS[@]}" "${EVALS[@]+"${EVALS[@]}"}" --beam 4 --threads 2 \

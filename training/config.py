@@ -68,6 +68,11 @@ class DataConfig:
     synthetic: str = ""
     """Back-translated pairs (``python -m training back-translate``) trained on beside ``train``; "" = none.
     Kept in a file of their own so that a run can tag them."""
+    extra: list[str] = field(default_factory=list)
+    """Files of real pairs trained on ``extra_copies`` times more beside ``train``: a small part of the corpus
+    weighted up, such as the everyday-language groups' ``train.dictionary.tsv`` and ``train.games.tsv`` that
+    ``build-corpus`` writes (their pairs are in ``train.tsv`` once already). [] = none."""
+    extra_copies: int = 1
     tag_synthetic: bool = False
     """Start every synthetic source with the BOS id, a token no real source holds (Caswell et al. 2019, "Tagged
     Back-Translation"): the model can tell synthetic sources from real ones. Translation never adds it."""
@@ -117,6 +122,10 @@ class Config:
             raise ConfigError(
                 f"data.placeholder_copies is a share of the pairs, 0 to 1, got {self.data.placeholder_copies}"
             )
+        if self.data.extra_copies < 0:
+            raise ConfigError(f"data.extra_copies must be 0 or more, got {self.data.extra_copies}")
+        if not all(isinstance(path, str) and path for path in self.data.extra):
+            raise ConfigError(f"data.extra is a list of TSV files, got {self.data.extra!r}")
         if self.data.tag_synthetic and not self.data.synthetic:
             raise ConfigError("data.tag_synthetic tags the pairs of data.synthetic: name that file too")
 

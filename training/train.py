@@ -180,6 +180,10 @@ class Trainer:
         limit = min(cfg.data.max_source_pieces, cfg.model.max_positions)
         target_limit = min(cfg.data.max_target_pieces, cfg.model.max_positions)
         pairs = read_pairs(cfg.data.train)
+        for path in cfg.data.extra:
+            extra = read_pairs(path)
+            pairs += extra * cfg.data.extra_copies
+            log.info("extra: %d pairs from %s, %d times more", len(extra), path, cfg.data.extra_copies)
         filled = filled_copies(pairs, cfg.data.placeholder_fills, cfg.train.seed)
         if filled:
             log.info("placeholder_fills=%d: %d filled copies added", cfg.data.placeholder_fills, len(filled))

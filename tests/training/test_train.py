@@ -210,3 +210,25 @@ def test_a_resumed_run_keeps_the_precision_it_began_with(
     resumed.resume(tmp_path / "last.pt")
     resumed._choose_precision()
     assert resumed.use_amp is began_with_bf16
+
+
+def test_extra_files_are_trained_on_that_many_times_more(
+    synthetic_corpus: tuple[Path, Path], tiny_vocab: Path, tmp_path: Path
+) -> None:
+    from training.config import ConfigError, load_config
+    from training.train import Trainer
+
+    extra = tmp_path / "extra.tsv"
+    lines = synthetic_corpus[0].read_text(encoding="utf-8").splitlines()[:7]
+    extra.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    counts = {}
+    for copies in (0, 3):
+        cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=1)
+        cfg.data.extra, cfg.data.extra_copies = [str(extra)], copies
+        trainer = Trainer(cfg, tmp_path / f"run{copies}")
+        trainer.load_data()
+        counts[copies] = len(trainer.train)
+    assert counts[3] - counts[0] == 3 * 7
+    with pytest.raises(ConfigError, match="extra_copies"):
+        load_config(overrides=["data.extra_copies=-1"])
+    assert load_config(overrides=["data.extra=['a.tsv', 'b.tsv']"]).data.extra == ["a.tsv", "b.tsv"]

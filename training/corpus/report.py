@@ -10,7 +10,7 @@ from typing import Any
 from training.corpus.aligners import BIBLE_PAIRINGS, BIBLE_VERSION_NAMES
 from training.corpus.collect import SourceData
 from training.corpus.sources import Pair
-from training.corpus.split import SEPARATE_TEST_GROUPS, TEST_GROUPS, CorpusSplits
+from training.corpus.split import GROUP_TRAIN_FILES, SEPARATE_TEST_GROUPS, TEST_GROUPS, CorpusSplits, group_of
 
 EVAL_SETS = {"gnome-user-docs": "eval-gnome-user-docs.tsv", "bible-acts": "eval-bible-acts.tsv"}
 CLEANING_REASONS = ("empty", "placeholder-only", "identical", "too-long", "length-ratio")
@@ -41,6 +41,7 @@ def remove_previous_outputs(out_dir: Path) -> None:
     """Delete files a previous build wrote, so no stale test/eval file survives."""
     for pattern in (
         "train.tsv",
+        "train.*.tsv",
         "dev.tsv",
         "test.tsv",
         "test.*.tsv",
@@ -55,6 +56,10 @@ def remove_previous_outputs(out_dir: Path) -> None:
 def write_splits(out_dir: Path, splits: CorpusSplits) -> dict[str, int]:
     """Write every split file; returns file name -> pair count."""
     sizes = {"train.tsv": write_tsv(out_dir / "train.tsv", splits.train)}
+    for group in sorted(GROUP_TRAIN_FILES):
+        in_group = [p for p in splits.train if group_of(p) == group]
+        if in_group:  # the same pairs as in train.tsv, in its order: for data.extra
+            sizes[f"train.{group}.tsv"] = write_tsv(out_dir / f"train.{group}.tsv", in_group)
     sizes["dev.tsv"] = write_tsv(out_dir / "dev.tsv", splits.dev)
     test_all = [p for group in TEST_GROUPS if group not in SEPARATE_TEST_GROUPS for p in splits.test.get(group, [])]
     sizes["test.tsv"] = write_tsv(out_dir / "test.tsv", test_all)

@@ -42,6 +42,7 @@ GROUP_DOCS = "manuals"
 GROUP_DEBIAN_DOCS = "debian-docs"  # training only: no held-out target, test.manuals.tsv stays comparable
 GROUP_KDE = "kde"  # training only, like debian-docs
 GROUP_DICT = "dictionary"  # test only (no dev), and not in test.tsv: both stay comparable with earlier runs
+GROUP_GAMES = "games"  # story and dialogue of games: test only and separate, like dictionary
 GROUP_EVAL = "eval"
 
 
@@ -80,6 +81,15 @@ DEBIAN_CATALOGS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "gnucash": (("gnucash-common",), "GPL-2.0-or-later", "GnuCash accounting UI"),
     "gnumeric": (("gnumeric-common",), "GPL-2.0-or-later", "Gnumeric spreadsheet UI"),
     "minetest": (("minetest-data",), "LGPL-2.1-or-later", "Minetest game engine UI"),
+}
+
+# Games whose German catalogs hold story, dialogue and mission text: the nearest thing to conversation in the
+# archive (group ``games``, opt-in). Wesnoth, in the default corpus since the start, stays where it is.
+GAME_CATALOGS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "freedroidrpg": (("freedroidrpg-data",), "GPL-2.0-or-later", "FreedroidRPG 1.0: dialogue, quests, items"),
+    "naev": (("naev-data",), "GPL-3.0-or-later", "Naev 0.8: missions, bar talk, ship and outfit texts"),
+    "warzone2100": (("warzone2100-data",), "GPL-2.0-or-later", "Warzone 2100 4.3: campaign briefings, UI"),
+    "widelands": (("widelands-data",), "GPL-2.0-or-later", "Widelands 1.1: scenario stories, tutorials, help"),
 }
 
 PYPI_CATALOGS: dict[str, tuple[str, str]] = {
@@ -336,6 +346,11 @@ def _build_registry() -> dict[str, SourceSpec]:
             default=False,
         )
     )
+    for name, (debs, license_, description) in GAME_CATALOGS.items():
+        # opt-in (--sources all,games) until a default model is trained on them
+        specs.append(
+            SourceSpec(name, "gettext", GROUP_GAMES, license_, debs=debs, description=description, default=False)
+        )
     specs.append(
         SourceSpec(
             "gnome-user-docs",
@@ -363,4 +378,5 @@ SOURCE_ALIASES: dict[str, tuple[str, ...]] = {
     "manuals": ("gimp-help", "debian-reference", "debian-edu-doc"),
     "debian-docs": tuple(DEBIAN_DOCS),
     "kde": ("kde-docs", "kde-ui"),
+    "games": tuple(GAME_CATALOGS),
 }

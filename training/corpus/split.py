@@ -17,6 +17,7 @@ from training.corpus.sources import (
     GROUP_DICT,
     GROUP_DOCS,
     GROUP_EVAL,
+    GROUP_GAMES,
     GROUP_HELP,
     GROUP_KDE,
     GROUP_UI,
@@ -32,23 +33,27 @@ HELDOUT_TARGETS: dict[str, int] = {
     GROUP_CLI: 700,
     GROUP_DOCS: 700,
     GROUP_DICT: 700,
+    GROUP_GAMES: 700,
 }
 # Groups that give no dev pairs: dev stays comparable with runs made before the group existed.
-TEST_ONLY_GROUPS = frozenset({GROUP_CLI, GROUP_DOCS, GROUP_DICT})
+TEST_ONLY_GROUPS = frozenset({GROUP_CLI, GROUP_DOCS, GROUP_DICT, GROUP_GAMES})
 MAX_SPLIT_SHARE = 0.1  # never hold out more than this share of a group, per split
 MAX_UNIT_SHARE = 0.3  # a held-out unit may fill at most this share of the target
 # A held-out English string found in this many training units stays in training instead.
 COMMON_MIN_UNITS = 3
-TEST_GROUPS = (GROUP_BIBLE, GROUP_HELP, GROUP_UI, GROUP_CLI, GROUP_DOCS, GROUP_DICT)
+TEST_GROUPS = (GROUP_BIBLE, GROUP_HELP, GROUP_UI, GROUP_CLI, GROUP_DOCS, GROUP_DICT, GROUP_GAMES)
 # Test groups written to test.<group>.tsv only, not into test.tsv, so that test.tsv (which benches read) stays
 # the same file when their source is added.
-SEPARATE_TEST_GROUPS = frozenset({GROUP_DICT})
+SEPARATE_TEST_GROUPS = frozenset({GROUP_DICT, GROUP_GAMES})
+# The everyday-language groups: their training pairs are also written to train.<group>.tsv, so that a run can
+# weight them up (``data.extra``), since they are a small share of the corpus.
+GROUP_TRAIN_FILES = SEPARATE_TEST_GROUPS
 # Opt-in sources that only ever add training pairs: they never hold out, and they do not count towards
 # COMMON_MIN_UNITS, so that adding them leaves dev and test exactly as they were (scores stay comparable).
 TRAINING_ONLY_GROUPS = frozenset({GROUP_DEBIAN_DOCS, GROUP_KDE})
 # Groups whose units do not count towards COMMON_MIN_UNITS either: adding them moves no held-out string of the
 # other groups into training.
-UNCOUNTED_GROUPS = TRAINING_ONLY_GROUPS | {GROUP_DICT}
+UNCOUNTED_GROUPS = TRAINING_ONLY_GROUPS | {GROUP_DICT, GROUP_GAMES}
 
 
 UnitId = tuple[str, str]  # (source, unit)
