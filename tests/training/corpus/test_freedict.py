@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.corpus import check_group_added
 from training.corpus.collect import resolve_sources
 from training.corpus.freedict import base64_number, extract_freedict_pairs, first_alternative
-from training.corpus.report import write_splits
 from training.corpus.sources import SOURCES, CorpusError, Pair
 from training.corpus.split import assemble_corpus
 
@@ -121,18 +121,4 @@ def test_dictionary_is_opt_in_and_leaves_the_other_sets_as_they_were(tmp_path: P
         for i in range(5)
     ]
     with_dict = assemble_corpus(ui + words, seed=1)
-    assert with_dict.dev == without.dev
-    assert {g: ps for g, ps in with_dict.test.items() if g != "dictionary"} == {
-        g: ps for g, ps in without.test.items() if g != "dictionary"
-    }
-    heldout = with_dict.test["dictionary"]
-    assert heldout and all(p.source == "freedict" for p in heldout)
-    train_en = {p.en for p in with_dict.train}
-    assert not train_en & {p.en for p in heldout} and not train_en & {p.en for p in held}
-    sizes = write_splits(tmp_path, with_dict)
-    assert sizes["test.dictionary.tsv"] == len(heldout)
-    assert (tmp_path / "test.tsv").read_text(encoding="utf-8") == "".join(
-        f"{p.en}\t{p.de}\n"
-        for group in ("bible", "libreoffice-help", "software-ui", "command-line", "manuals")
-        for p in without.test.get(group, [])
-    )
+    check_group_added(without, with_dict, "dictionary", "freedict", held, tmp_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.corpus import check_group_added
 from training.corpus.collect import resolve_sources
-from training.corpus.report import write_splits
 from training.corpus.sources import SOURCES, Pair
 from training.corpus.split import assemble_corpus
 
@@ -36,23 +36,8 @@ def test_games_leave_the_other_sets_as_they_were_and_get_their_own_files(tmp_pat
         for i in range(6)
     ]
     with_games = assemble_corpus(ui + words + games, seed=1)
-    assert with_games.dev == without.dev
-    assert {g: ps for g, ps in with_games.test.items() if g != "games"} == {
-        g: ps for g, ps in without.test.items() if g != "games"
-    }
-    heldout = with_games.test["games"]
-    assert heldout and all(p.source == "widelands" for p in heldout)
-    train_en = {p.en for p in with_games.train}
-    assert not train_en & {p.en for p in heldout} and not train_en & {p.en for p in held}
-
-    sizes = write_splits(tmp_path, with_games)
-    assert sizes["test.games.tsv"] == len(heldout)
+    check_group_added(without, with_games, "games", "widelands", held, tmp_path)
     for group, sources in (("games", {"naev", "widelands"}), ("dictionary", {"freedict"})):
         expected = "".join(f"{p.en}\t{p.de}\n" for p in with_games.train if p.source in sources)
         assert expected and (tmp_path / f"train.{group}.tsv").read_text(encoding="utf-8") == expected
     assert not (tmp_path / "train.software-ui.tsv").exists()
-    assert (tmp_path / "test.tsv").read_text(encoding="utf-8") == "".join(
-        f"{p.en}\t{p.de}\n"
-        for group in ("bible", "libreoffice-help", "software-ui", "command-line", "manuals")
-        for p in without.test.get(group, [])
-    )

@@ -1,0 +1,33 @@
+"""Checks shared by the corpus tests of the separate test groups (dictionary, games)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from training.corpus.report import write_splits
+from training.corpus.sources import Pair
+from training.corpus.split import CorpusSplits
+
+FIVE_TEST_GROUPS = ("bible", "libreoffice-help", "software-ui", "command-line", "manuals")
+
+
+def check_group_added(
+    without: CorpusSplits, added: CorpusSplits, group: str, source: str, held: list[Pair], out: Path
+) -> list[Pair]:
+    """``added`` is ``without`` plus a separate test group: dev and every other test set unchanged, the group's
+    held-out pairs all of ``source`` and out of training with everything held out before, its test file on its own,
+    and ``test.tsv`` (written to ``out``) still the five groups of before. Returns the group's held-out pairs."""
+    assert added.dev == without.dev
+    assert {g: ps for g, ps in added.test.items() if g != group} == {
+        g: ps for g, ps in without.test.items() if g != group
+    }
+    heldout = added.test[group]
+    assert heldout and all(p.source == source for p in heldout)
+    train_en = {p.en for p in added.train}
+    assert not train_en & {p.en for p in heldout} and not train_en & {p.en for p in held}
+    sizes = write_splits(out, added)
+    assert sizes[f"test.{group}.tsv"] == len(heldout)
+    assert (out / "test.tsv").read_text(encoding="utf-8") == "".join(
+        f"{p.en}\t{p.de}\n" for g in FIVE_TEST_GROUPS for p in without.test.get(g, [])
+    )
+    return heldout
