@@ -31,3 +31,12 @@ def check_group_added(
         f"{p.en}\t{p.de}\n" for g in FIVE_TEST_GROUPS for p in without.test.get(g, [])
     )
     return heldout
+
+
+def say_it_pairs(source: str = "freedict", units: int = 60, per_unit: int = 5) -> list[Pair]:
+    """Short sentence pairs, ``per_unit`` to a unit: a group large enough to hold out a test set."""
+    return [
+        Pair(source, f"word{u}", f"Say it {u} times {i}.", f"Sag es {u} mal {i}.")
+        for u in range(units)
+        for i in range(per_unit)
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.corpus import check_group_added
+from testkit.corpus import check_group_added, say_it_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.freedict import base64_number, extract_freedict_pairs, first_alternative
 from training.corpus.sources import SOURCES, CorpusError, Pair
@@ -115,10 +115,6 @@ def test_dictionary_is_opt_in_and_leaves_the_other_sets_as_they_were(tmp_path: P
     held = [p for group in without.test.values() for p in group] + without.dev
     # the dictionary repeats some held-out strings in many units: they must stay held out, not turn "common"
     words = [Pair("freedict", f"word{u}", p.en, f"{p.de} (Wörterbuch)") for p in held[:20] for u in range(5)]
-    words += [
-        Pair("freedict", f"word{u}", f"Say it {u} times {i}.", f"Sag es {u} mal {i}.")
-        for u in range(60)
-        for i in range(5)
-    ]
+    words += say_it_pairs()
     with_dict = assemble_corpus(ui + words, seed=1)
     check_group_added(without, with_dict, "dictionary", "freedict", held, tmp_path)
