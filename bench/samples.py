@@ -8,12 +8,16 @@ sentences in one request, prints a markdown table (a column per bundle) and, wit
 sentences were written for this table (not taken from any corpus). ``help``: ordinary instructions and messages
 of the kind found in software help, the model's home ground, and a few sentences of documentation prose.
 ``everyday`` (written in session 50, before the model trained on FreeDict's examples was scored): what people
-type into a translator first, outside software: weather, travel, shopping, family.
+type into a translator first, outside software: weather, travel, shopping, family. A bundle from German
+(``models/de-en``) gets each set in German (written in session 52, before de→en 0.7.0 was scored, as translations
+of the English sentences, which the table shows beside them); every bundle of one run must translate from the
+same language.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from pathlib import Path
 
@@ -38,6 +42,23 @@ EVERYDAY = [
     "The soup is too hot.",
 ]
 
+EVERYDAY_DE = [
+    "Das Wetter ist heute schön.",
+    "Wie viel kostet die Fahrkarte?",
+    "Wo ist der Bahnhof?",
+    "Ich hätte gern eine Tasse Kaffee, bitte.",
+    "Mein Bruder wohnt mit seiner Frau in Berlin.",
+    "Wir gehen heute Abend ins Kino.",
+    "Können Sie mir bitte helfen?",
+    "Die Kinder spielen im Garten.",
+    "Entschuldigung, ich verstehe das nicht.",
+    "Wann schließt der Laden?",
+    "Gestern hat es den ganzen Tag geregnet.",
+    "Sie hat letzte Woche ein neues Auto gekauft.",
+    "Vielen Dank für Ihre Hilfe.",
+    "Die Suppe ist zu heiß.",
+]
+
 SENTENCES = [
     "Click the Save button to store your changes.",
     "Open the file.",
@@ -56,6 +77,40 @@ SENTENCES = [
     "The changes take effect after you restart the computer.",
 ]
 
+SENTENCES_DE = [
+    "Klicken Sie auf die Schaltfläche Speichern, um Ihre Änderungen zu speichern.",
+    "Öffnen Sie die Datei.",
+    "Schließen Sie das Fenster.",
+    "Die Datei konnte nicht gespeichert werden, weil die Festplatte voll ist.",
+    "Markieren Sie den Text, den Sie formatieren möchten, und wählen Sie Format - Zeichen.",
+    "Möchten Sie diesen Ordner löschen?",
+    "Geben Sie Ihr Passwort ein.",
+    "Der Drucker ist nicht angeschlossen.",
+    "Sie können die Sprache in den Einstellungen ändern.",
+    "Dieser Befehl fügt eine neue Tabelle in das Dokument ein.",
+    "Wenn die Datei nicht existiert, wird sie erstellt.",
+    "Diese Option gibt die Anzahl der Zeilen in jeder Datei aus.",
+    "Um den Hintergrund zu ändern, öffnen Sie die Einstellungen und wählen Sie ein anderes Bild.",
+    "Die Änderungen werden nach einem Neustart des Computers wirksam.",
+]
+
+# (set, source language) -> sentences; the German ones translate the English ones line for line
+SETS = {
+    ("help", "en"): SENTENCES,
+    ("everyday", "en"): EVERYDAY,
+    ("help", "de"): SENTENCES_DE,
+    ("everyday", "de"): EVERYDAY_DE,
+}
+LANGUAGES = {"en": "English", "de": "German"}
+
+
+def source_language(bundles: list[Path]) -> str:
+    """The one language every bundle translates from (their manifests' ``source_language``)."""
+    found = {json.loads((b / "manifest.json").read_text(encoding="utf-8"))["source_language"] for b in bundles}
+    if len(found) != 1 or not found <= LANGUAGES.keys():
+        raise SystemExit(f"samples: the bundles must all translate from English or from German, not {sorted(found)}")
+    return found.pop()
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -65,19 +120,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", choices=("help", "everyday"), default="help", help="which sentences (default: help)")
     p.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     args = p.parse_args(argv)
-    sentences = SENTENCES if args.set == "help" else EVERYDAY
+    bundles = args.bundle or [default_bundle()]
+    language = source_language(bundles)
+    sentences = SETS[args.set, language]
     columns: list[tuple[Path, str, list[str]]] = []
-    for bundle in args.bundle or [default_bundle()]:
+    for bundle in bundles:
         with tempfile.TemporaryDirectory() as tmp, server_process(bundle, Path(tmp) / "server.log") as server:
             response = httpx.post(f"{server.url}/translate", json={"text": sentences}, timeout=120)
             response.raise_for_status()
             body = response.json()
         model = f"{body['model']['name']} {body['model']['version']}"
         columns.append((bundle, model, [item["text"] for item in body["translations"]]))
-    heads = [model for _, model, _ in columns] if len(columns) > 1 else ["the model's German"]
-    rows = ["| English | " + " | ".join(heads) + " |", "|---|" + "---|" * len(columns)]
+    heads = [model for _, model, _ in columns] if len(columns) > 1 else ["the model's translation"]
+    written_from = [] if language == "en" else [SETS[args.set, "en"]]  # the English each German line translates
+    heads += ["written from"] * len(written_from)
+    rows = [f"| {LANGUAGES[language]} | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
     for i, source in enumerate(sentences):
-        rows.append(f"| {source} | " + " | ".join(texts[i] for _, _, texts in columns) + " |")
+        cells = [texts[i] for _, _, texts in columns] + [english[i] for english in written_from]
+        rows.append(f"| {source} | " + " | ".join(cells) + " |")
     table = "\n".join(rows) + "\n"
     print(table, end="")
     if args.out:
