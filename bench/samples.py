@@ -17,13 +17,13 @@ same language.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 import httpx
 
 from bench.loadtools import default_bundle, server_process
+from core.bundle import read_manifest
 
 EVERYDAY = [
     "The weather is nice today.",
@@ -106,7 +106,7 @@ LANGUAGES = {"en": "English", "de": "German"}
 
 def source_language(bundles: list[Path]) -> str:
     """The one language every bundle translates from (their manifests' ``source_language``)."""
-    found = {json.loads((b / "manifest.json").read_text(encoding="utf-8"))["source_language"] for b in bundles}
+    found = {read_manifest(bundle, verify=False)["source_language"] for bundle in bundles}
     if len(found) != 1 or not found <= LANGUAGES.keys():
         raise SystemExit(f"samples: the bundles must all translate from English or from German, not {sorted(found)}")
     return found.pop()

@@ -9,11 +9,15 @@ import pytest
 
 from bench import samples
 
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "en-de" / "manifest.json"
+
 
 def _bundle(root: Path, name: str, source: str) -> Path:
+    """A directory with the shipped model's manifest, translating from ``source`` (its graphs are not needed)."""
     path = root / name
     path.mkdir()
-    (path / "manifest.json").write_text(json.dumps({"source_language": source}), encoding="utf-8")
+    manifest = json.loads(SHIPPED.read_text(encoding="utf-8")) | {"source_language": source}
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     return path
 
 
