@@ -132,12 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         model = f"{body['model']['name']} {body['model']['version']}"
         columns.append((bundle, model, [item["text"] for item in body["translations"]]))
     heads = [model for _, model, _ in columns] if len(columns) > 1 else ["the model's translation"]
-    written_from = [] if language == "en" else [SETS[args.set, "en"]]  # the English each German line translates
-    heads += ["written from"] * len(written_from)
+    cells = [texts for _, _, texts in columns]
+    if language != "en":  # the English each German line translates
+        heads.append("written from")
+        cells.append(SETS[args.set, "en"])
     rows = [f"| {LANGUAGES[language]} | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
     for i, source in enumerate(sentences):
-        cells = [texts[i] for _, _, texts in columns] + [english[i] for english in written_from]
-        rows.append(f"| {source} | " + " | ".join(cells) + " |")
+        rows.append(f"| {source} | " + " | ".join(column[i] for column in cells) + " |")
     table = "\n".join(rows) + "\n"
     print(table, end="")
     if args.out:
