@@ -86,6 +86,11 @@ DEBIAN_CATALOGS: dict[str, tuple[tuple[str, ...], str, str]] = {
 # Games whose German catalogs hold story, dialogue and mission text: the nearest thing to conversation in the
 # archive (group ``games``, opt-in). Wesnoth, in the default corpus since the start, stays where it is.
 GAME_CATALOGS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "cataclysm-dda": (
+        ("cataclysm-dda-data",),
+        "CC-BY-SA-3.0",
+        "Cataclysm: Dark Days Ahead 0.F: NPC dialogue, item descriptions, messages",
+    ),
     "freedroidrpg": (("freedroidrpg-data",), "GPL-2.0-or-later", "FreedroidRPG 1.0: dialogue, quests, items"),
     "naev": (("naev-data",), "GPL-3.0-or-later", "Naev 0.8: missions, bar talk, ship and outfit texts"),
     "warzone2100": (("warzone2100-data",), "GPL-2.0-or-later", "Warzone 2100 4.3: campaign briefings, UI"),
