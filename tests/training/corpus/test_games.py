@@ -10,7 +10,7 @@ from training.corpus.collect import resolve_sources
 from training.corpus.sources import SOURCES, Pair
 from training.corpus.split import assemble_corpus
 
-GAMES = ("freedroidrpg", "naev", "warzone2100", "widelands")
+GAMES = ("cataclysm-dda", "freedroidrpg", "naev", "warzone2100", "widelands")
 
 
 def test_games_are_opt_in_gettext_sources_of_their_own_group() -> None:
