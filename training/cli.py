@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.sentences import PART_PIECES
 from core.translation import DEFAULT_LENGTH_PENALTY, DEFAULT_NO_REPEAT_NGRAM_SIZE
-from training import back_translate, truecase
+from training import back_translate, compare, truecase
 from training.config import PRESETS, ConfigError, load_config
 from training.corpus import commands as corpus_commands
 from training.export import commands as export_commands
@@ -19,7 +19,7 @@ from training.interop import commands as interop_commands
 # Subcommands defined beside the code they run; each module adds its own through register(subparsers). These
 # modules hold arguments only (their handlers import the heavy parts when they run), so `prepare` loads no
 # torch and `train` no onnx.
-COMMAND_MODULES = (corpus_commands, back_translate, export_commands, interop_commands, truecase)
+COMMAND_MODULES = (corpus_commands, back_translate, export_commands, interop_commands, truecase, compare)
 
 
 def _prepare(args: argparse.Namespace) -> int:
