@@ -84,7 +84,12 @@ def register_monolingual(subparsers: argparse._SubParsersAction[argparse.Argumen
     parser.add_argument("--lang", choices=["de", "en"], default="de", help="the text's language")
     parser.add_argument("--out", type=Path, default=None, help="output directory (default: data/mono-LANG)")
     parser.add_argument("--cache", type=Path, default=Path("cache/corpus"), help="download/unpack cache")
-    parser.add_argument("--sources", type=lambda s: s.split(","), default=None, help="comma-separated subset")
+    parser.add_argument(
+        "--sources",
+        type=lambda s: s.split(","),
+        default=None,
+        help="comma-separated subset of the documentation sources, or fortunes (German everyday text, opt-in)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the shuffle")
     parser.set_defaults(func=run_monolingual_command)
 

@@ -15,6 +15,11 @@ that language's side of any pair of the parallel corpus (training, dev, test or 
 or test in the parallel corpus (its report.json) are left out whole, so no held-out text comes back as a
 synthetic pair. Writes ``de.txt`` or ``en.txt`` (one sentence a line, shuffled with the seed), ``report.json``
 with the count per source and ``LICENSES.md``.
+
+Opt-in (``--sources fortunes``, German only): everyday German from ``fortunes-de``, quotes, proverbs and jokes, for
+the en->de model's weakest side. Most of it is written in the spelling before 1996's reform ("daß", "muß"): a word
+with "ß" is written with "ss" when the corpus's German has that form more often ("dass"), and kept otherwise
+("groß", "Straße").
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ LICENSES = {
         "debian-reference": "debian-reference-de: GPL-2.0-or-later",
         "debian-edu-doc": "debian-edu-doc-de: GPL-2.0-or-later",
         "installation-guide": "installation-guide-amd64: GPL-2.0-or-later",
+        "fortunes": "fortunes-de: GPL-2.0-or-later (Andreas Tille's collection of German fortune cookies)",
     },
     "en": {
         "manpages": "the manual pages of MAN_PAGE_PACKAGES (training/corpus/sources.py): each page keeps its package's "
@@ -52,7 +58,12 @@ LICENSES = {
     },
 }
 SOURCES = ["manpages", "gimp-help", "debian-reference", "debian-edu-doc", "installation-guide"]
+OPT_IN = ["fortunes"]  # only when named in --sources
+FORTUNE_SKIP = {"asciiart"}  # pictures drawn in characters
 _LETTERS = re.compile(r"[^\W\d_]")
+_WORD = re.compile(r"\w+")
+_SHARP_S_WORD = re.compile(r"\w*ß\w*")
+_ATTRIBUTION = re.compile(r"^\s*--\s")  # "\t\t-- Sprichwort", the fortune's source
 
 
 def man_blocks(cache: Path, lang: str = "de") -> Iterator[tuple[str, str]]:
@@ -86,6 +97,48 @@ def manual_blocks(name: str, cache: Path, lang: str = "de") -> Iterator[tuple[st
         for tag, text in read_docbook_blocks(page):
             if tag not in ("td", "th"):  # table cells: names, values, keys
                 yield unit, text
+
+
+def fortune_blocks(cache: Path, lang: str = "de") -> Iterator[tuple[str, str]]:
+    """(unit, text) of every fortune of ``fortunes-de``: its lines joined, its attribution line dropped."""
+    if lang != "de":
+        raise CorpusError("the fortunes source is German only (fortunes-de)")
+    root = unpack_deb(fetch_deb("fortunes-de", cache), cache) / "usr/share/games/fortunes/de"
+    for path in sorted(root.iterdir()):
+        if path.is_symlink() or not path.is_file() or path.suffix in (".dat", ".u8") or path.name in FORTUNE_SKIP:
+            continue
+        fortunes = re.split(r"^%$", path.read_text(encoding="utf-8", errors="replace"), flags=re.MULTILINE)
+        for number, fortune in enumerate(fortunes):
+            lines = [line.strip() for line in fortune.splitlines() if line.strip() and not _ATTRIBUTION.match(line)]
+            if lines:
+                yield f"{path.name}#{number}", " ".join(lines)
+
+
+def modern_spelling(sentence: str, counts: dict[str, int]) -> str:
+    """Each word with "ß" written with "ss" where ``counts`` (lower-cased words of modern text) has that more often."""
+
+    def spell(match: re.Match[str]) -> str:
+        word = match.group(0)
+        modern = word.replace("ß", "ss")
+        return modern if counts.get(modern.lower(), 0) > counts.get(word.lower(), 0) else word
+
+    return _SHARP_S_WORD.sub(spell, sentence)
+
+
+def word_counts(sentences: set[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for sentence in sentences:
+        for word in _WORD.findall(sentence.lower()):
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def _blocks(name: str, cache: Path, lang: str) -> Iterator[tuple[str, str]]:
+    if name == "manpages":
+        return man_blocks(cache, lang)
+    if name == "fortunes":
+        return fortune_blocks(cache, lang)
+    return manual_blocks(name, cache, lang)
 
 
 def held_out_units(report: dict[str, Any]) -> set[str]:
@@ -127,18 +180,19 @@ def build_monolingual(
         )
     if lang not in LICENSES:
         raise CorpusError(f"lang {lang!r}: use de or en")
-    unknown = [name for name in sources or () if name not in SOURCES]
+    unknown = [name for name in sources or () if name not in SOURCES + OPT_IN]
     if unknown:
-        raise CorpusError(f"unknown sources {', '.join(unknown)}; known: {', '.join(SOURCES)}")
+        raise CorpusError(f"unknown sources {', '.join(unknown)}; known: {', '.join(SOURCES + OPT_IN)}")
     held = held_out_units(json.loads(report_path.read_text(encoding="utf-8")))
     known = corpus_sides(corpus, lang)
     detector = LanguageDetectorBuilder.from_languages(Language.GERMAN, Language.ENGLISH).build()
     language = Language.GERMAN if lang == "de" else Language.ENGLISH
     names = sources or SOURCES
+    counts_of_words = word_counts(known) if "fortunes" in names else {}
     kept: dict[str, str] = {}
     counts: dict[str, dict[str, int]] = {}
     for name in names:
-        blocks = man_blocks(cache, lang) if name == "manpages" else manual_blocks(name, cache, lang)
+        blocks = _blocks(name, cache, lang)
         count = counts.setdefault(name, dict.fromkeys(("blocks", "held_out", "sentences", "kept"), 0))
         for unit, text in blocks:
             count["blocks"] += 1
@@ -147,6 +201,8 @@ def build_monolingual(
                 continue
             for sentence in split_sentences(text, lang).sentences:
                 sentence = " ".join(sentence.split())
+                if name == "fortunes":
+                    sentence = modern_spelling(sentence, counts_of_words)
                 count["sentences"] += 1
                 if sentence in kept or sentence in known or not plausible(sentence):
                     continue

@@ -106,3 +106,55 @@ def test_a_sentence_needs_words_and_letters() -> None:
 def test_the_parallel_corpus_must_exist(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="build the parallel corpus first"):
         build_monolingual(tmp_path, tmp_path / "out", tmp_path / "cache")
+
+
+def test_fortunes_are_read_whole_without_their_attribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "fortunes-de/usr/share/games/fortunes/de"
+    root.mkdir(parents=True)
+    (root / "sprichworte").write_text(
+        "Alter macht immer weiß,\naber nicht immer weise.\n\t\t-- Sprichwort\n%\nDie Zeit ist der beste Lehrer.\n",
+        encoding="utf-8",
+    )
+    (root / "sprichworte.dat").write_bytes(b"\x00\x02index")
+    (root / "sprichworte.u8").symlink_to("sprichworte")
+    (root / "asciiart").write_text("  /\\_/\\\n ( o.o )\n%\n", encoding="utf-8")
+    monkeypatch.setattr(monolingual, "fetch_deb", lambda package, cache: package)
+    monkeypatch.setattr(monolingual, "unpack_deb", lambda package, cache: tmp_path / package)
+    assert list(monolingual.fortune_blocks(tmp_path)) == [
+        ("sprichworte#0", "Alter macht immer weiß, aber nicht immer weise."),
+        ("sprichworte#1", "Die Zeit ist der beste Lehrer."),
+    ]
+    with pytest.raises(Exception, match="German only"):
+        list(monolingual.fortune_blocks(tmp_path, "en"))
+
+
+def test_old_spelling_follows_the_form_modern_text_uses_more() -> None:
+    counts = {"dass": 5, "daß": 1, "groß": 3, "muss": 2}
+    assert monolingual.modern_spelling("Daß er groß ist, muß man wissen, daß weiß ich.", counts) == (
+        "Dass er groß ist, muss man wissen, dass weiß ich."
+    )
+
+
+def test_fortunes_are_opt_in_and_spelled_as_the_corpus_spells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = tmp_path / "en-de"
+    write_tsv([("You know that it must work.", "Du weißt, dass es funktionieren muss.")], corpus / "train.tsv")
+    (corpus / "report.json").write_text(json.dumps({"heldout_units": {}}), encoding="utf-8")
+    asked: list[str] = []
+
+    def fortunes(cache: Path, lang: str) -> Iterator[tuple[str, str]]:
+        asked.append(lang)
+        yield "sprichworte#0", "Ich weiß genau, daß man nicht alles wissen muß."
+
+    def man(cache: Path, lang: str) -> Iterator[tuple[str, str]]:
+        yield "man1/ls.1", NEW[0]
+
+    monkeypatch.setattr(monolingual, "fortune_blocks", fortunes)
+    monkeypatch.setattr(monolingual, "man_blocks", man)
+    build_monolingual(corpus, tmp_path / "default", tmp_path / "cache", sources=["manpages"])
+    assert asked == []  # not among the default sources
+    out = tmp_path / "mono"
+    build_monolingual(corpus, out, tmp_path / "cache", sources=["fortunes"])
+    assert (out / "de.txt").read_text(encoding="utf-8").splitlines() == [
+        "Ich weiß genau, dass man nicht alles wissen muss."
+    ]
+    assert "fortunes-de" in (out / "LICENSES.md").read_text(encoding="utf-8")
