@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training.corpus.commands import parse_source_list
+
 # The five test sets the default models' means are taken over (README, docs/default-model.md).
 FIVE_TESTS = (
     "test.software-ui.tsv",
@@ -66,8 +68,9 @@ def judge(
 
 
 def table(
-    old: dict[str, dict[str, float]], new: dict[str, dict[str, float]], old_name: str, new_name: str, mean_of: list[str]
+    old: dict[str, dict[str, float]], new: dict[str, dict[str, float]], names: list[str], verdict: Verdict, means: int
 ) -> str:
+    old_name, new_name = names
     rows = [f"| set | {old_name} | {new_name} | change |", "|---|---:|---:|---:|"]
     for name in [n for n in old if n in new]:
         a, b = old[name], new[name]
@@ -75,9 +78,8 @@ def table(
             f"| {name} | {a['bleu']:.2f} / {a['chrf']:.2f} | {b['bleu']:.2f} / {b['chrf']:.2f} "
             f"| {b['bleu'] - a['bleu']:+.2f} |"
         )
-    if mean_of and all(n in old and n in new for n in mean_of):
-        a_mean, b_mean = _mean_bleu(old, mean_of), _mean_bleu(new, mean_of)
-        rows.append(f"| mean BLEU of {len(mean_of)} | {a_mean:.2f} | {b_mean:.2f} | {b_mean - a_mean:+.2f} |")
+    change = verdict.new_mean - verdict.old_mean
+    rows.append(f"| mean BLEU of {means} | {verdict.old_mean:.2f} | {verdict.new_mean:.2f} | {change:+.2f} |")
     return "\n".join(rows)
 
 
@@ -103,16 +105,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_run)
 
 
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
 def _run(args: argparse.Namespace) -> int:
     old, new = load_scores(args.old), load_scores(args.new)
-    mean_of, must_rise = _names(args.mean_of), _names(args.must_rise)
+    mean_of, must_rise = parse_source_list(args.mean_of), parse_source_list(args.must_rise)
     verdict = judge(old, new, mean_of, must_rise, args.max_mean_drop)
     lines = [
-        table(old, new, args.names[0], args.names[1], mean_of),
+        table(old, new, args.names, verdict, len(mean_of)),
         "",
         f"Rule: the mean BLEU of {len(mean_of)} sets falls by at most {args.max_mean_drop:g} "
         f"({verdict.old_mean:.2f} → {verdict.new_mean:.2f}, {verdict.new_mean - verdict.old_mean:+.2f})"

@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,7 @@ def fortune_blocks(cache: Path, lang: str = "de") -> Iterator[tuple[str, str]]:
                 yield f"{path.name}#{number}", " ".join(lines)
 
 
-def modern_spelling(sentence: str, counts: dict[str, int]) -> str:
+def modern_spelling(sentence: str, counts: Mapping[str, int]) -> str:
     """Each word with "ß" written with "ss" where ``counts`` (lower-cased words of modern text) has that more often."""
 
     def spell(match: re.Match[str]) -> str:
@@ -125,12 +126,8 @@ def modern_spelling(sentence: str, counts: dict[str, int]) -> str:
     return _SHARP_S_WORD.sub(spell, sentence)
 
 
-def word_counts(sentences: set[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for sentence in sentences:
-        for word in _WORD.findall(sentence.lower()):
-            counts[word] = counts.get(word, 0) + 1
-    return counts
+def word_counts(sentences: set[str]) -> Counter[str]:
+    return Counter(word for sentence in sentences for word in _WORD.findall(sentence.lower()))
 
 
 def _blocks(name: str, cache: Path, lang: str) -> Iterator[tuple[str, str]]:
@@ -188,7 +185,7 @@ def build_monolingual(
     detector = LanguageDetectorBuilder.from_languages(Language.GERMAN, Language.ENGLISH).build()
     language = Language.GERMAN if lang == "de" else Language.ENGLISH
     names = sources or SOURCES
-    counts_of_words = word_counts(known) if "fortunes" in names else {}
+    counts_of_words = word_counts(known) if "fortunes" in names else Counter()
     kept: dict[str, str] = {}
     counts: dict[str, dict[str, int]] = {}
     for name in names:
