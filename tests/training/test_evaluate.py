@@ -15,7 +15,11 @@ def test_checkpoint_and_bundle_scores_agree(
 ) -> None:
     dev = synthetic_corpus[1]
     torch_scores = evaluate(tiny_checkpoint, dev, tmp_path / "hyp.txt", beam_size=1)
-    engine_scores = evaluate_bundle(tiny_bundle, [dev], beam_size=1, hypotheses_dir=tmp_path)
+    # The reference decoder's search: no n-gram blocking, no length penalty (the server's defaults would block a
+    # reversed sentence that repeats a word three times, which the reference decoder writes out).
+    engine_scores = evaluate_bundle(
+        tiny_bundle, [dev], beam_size=1, hypotheses_dir=tmp_path, no_repeat_ngram=0, length_penalty=1.0
+    )
     assert torch_scores["bleu"] > 80
     # Same search, same weights: the reference decoder and the ONNX engine write the same sentences.
     assert (tmp_path / "hyp.txt").read_text() == (tmp_path / "dev.hyp").read_text()
