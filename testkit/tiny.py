@@ -15,7 +15,9 @@ TINY_STEPS = 1000
 
 
 def tiny_config(train: Path, dev: Path, vocab: Path, steps: int = TINY_STEPS, **train_overrides: object) -> Any:
-    """The ``tiny`` preset on these files, ``steps`` steps, one thread, no evaluation; ``train_overrides`` last."""
+    """The ``tiny`` preset on these files, ``steps`` steps, one thread, float32, no evaluation; ``train_overrides``
+    last. float32, not ``train.amp``'s default: that probes whether bf16 pays with a timing, so two sessions on one
+    machine could train different tiny models, and a test could pass with one and fail with the other."""
     from training.config import load_config
 
     overrides = [
@@ -26,6 +28,7 @@ def tiny_config(train: Path, dev: Path, vocab: Path, steps: int = TINY_STEPS, **
         "train.eval_every=100000",
         "train.log_every=100",
         "train.threads=1",
+        "train.amp=false",
     ]
     overrides += [f"train.{k}={v!r}" for k, v in train_overrides.items()]
     return load_config("tiny", overrides=overrides)

@@ -192,7 +192,7 @@ def test_a_resumed_run_keeps_the_precision_it_began_with(
     a probe would say now (timings vary, and a run that changed precision midway would not be the same run)."""
     from training import train as train_module
 
-    cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=1)
+    cfg = tiny_config(*synthetic_corpus, tiny_vocab, steps=1, amp=True)  # the probe runs only where amp is asked
     monkeypatch.setattr(train_module, "cpu_has_native_bf16", lambda: True)
     monkeypatch.setattr(train_module.Trainer, "_bf16_pays", lambda self: began_with_bf16)
     first = train_module.Trainer(cfg, tmp_path / "run")

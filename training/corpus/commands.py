@@ -88,7 +88,7 @@ def register_monolingual(subparsers: argparse._SubParsersAction[argparse.Argumen
         "--sources",
         type=lambda s: s.split(","),
         default=None,
-        help="comma-separated subset of the documentation sources, or fortunes (German everyday text, opt-in)",
+        help="comma-separated subset of the documentation sources, or fortunes (everyday text, opt-in)",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the shuffle")
     parser.set_defaults(func=run_monolingual_command)

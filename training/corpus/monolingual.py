@@ -16,10 +16,11 @@ or test in the parallel corpus (its report.json) are left out whole, so no held-
 synthetic pair. Writes ``de.txt`` or ``en.txt`` (one sentence a line, shuffled with the seed), ``report.json``
 with the count per source and ``LICENSES.md``.
 
-Opt-in (``--sources fortunes``, German only): everyday German from ``fortunes-de``, quotes, proverbs and jokes, for
-the en->de model's weakest side. Most of it is written in the spelling before 1996's reform ("daß", "muß"): a word
-with "ß" is written with "ss" when the corpus's German has that form more often ("dass"), and kept otherwise
-("groß", "Straße").
+Opt-in (``--sources fortunes``): everyday text from fortune cookies, quotes, proverbs and jokes, for each model's
+weakest side. German from ``fortunes-de``; most of it is written in the spelling before 1996's reform ("daß", "muß"):
+a word with "ß" is written with "ss" when the corpus's German has that form more often ("dass"), and kept otherwise
+("groß", "Straße"). English from ``fortunes`` (BSD fortune's cookie files), without its ASCII art and its files of
+IRC quotes; a line's leading ``<nick>`` is dropped.
 """
 
 from __future__ import annotations
@@ -56,15 +57,21 @@ LICENSES = {
         "debian-reference": "debian-reference-en: GPL-2.0-or-later",
         "debian-edu-doc": "debian-edu-doc-en: GPL-2.0-or-later",
         "installation-guide": "installation-guide-amd64: GPL-2.0-or-later",
+        "fortunes": "fortunes: BSD-3-Clause (the cookie files of BSD fortune, Ken Arnold and contributors)",
     },
 }
 SOURCES = ["manpages", "gimp-help", "debian-reference", "debian-edu-doc", "installation-guide"]
 OPT_IN = ["fortunes"]  # only when named in --sources
-FORTUNE_SKIP = {"asciiart"}  # pictures drawn in characters
+FORTUNE_PACKAGES = {  # lang: (package, directory of its cookie files)
+    "de": ("fortunes-de", "usr/share/games/fortunes/de"),
+    "en": ("fortunes", "usr/share/games/fortunes"),
+}
+FORTUNE_SKIP = {"asciiart", "ascii-art", "knghtbrd"}  # pictures drawn in characters; IRC quotes
 _LETTERS = re.compile(r"[^\W\d_]")
 _WORD = re.compile(r"\w+")
 _SHARP_S_WORD = re.compile(r"\w*ß\w*")
 _ATTRIBUTION = re.compile(r"^\s*--\s")  # "\t\t-- Sprichwort", the fortune's source
+_SPEAKER = re.compile(r"^<[^>\s]+>\s*")  # "<netgod> sel: dont send ...", a chat line's nick
 
 
 def man_blocks(cache: Path, lang: str = "de") -> Iterator[tuple[str, str]]:
@@ -101,16 +108,19 @@ def manual_blocks(name: str, cache: Path, lang: str = "de") -> Iterator[tuple[st
 
 
 def fortune_blocks(cache: Path, lang: str = "de") -> Iterator[tuple[str, str]]:
-    """(unit, text) of every fortune of ``fortunes-de``: its lines joined, its attribution line dropped."""
-    if lang != "de":
-        raise CorpusError("the fortunes source is German only (fortunes-de)")
-    root = unpack_deb(fetch_deb("fortunes-de", cache), cache) / "usr/share/games/fortunes/de"
+    """(unit, text) of every fortune in ``lang`` (``FORTUNE_PACKAGES``): its lines joined, its attribution dropped."""
+    package, directory = FORTUNE_PACKAGES[lang]
+    root = unpack_deb(fetch_deb(package, cache), cache) / directory
     for path in sorted(root.iterdir()):
         if path.is_symlink() or not path.is_file() or path.suffix in (".dat", ".u8") or path.name in FORTUNE_SKIP:
             continue
         fortunes = re.split(r"^%$", path.read_text(encoding="utf-8", errors="replace"), flags=re.MULTILINE)
         for number, fortune in enumerate(fortunes):
-            lines = [line.strip() for line in fortune.splitlines() if line.strip() and not _ATTRIBUTION.match(line)]
+            lines = [
+                _SPEAKER.sub("", line.strip())
+                for line in fortune.splitlines()
+                if line.strip() and not _ATTRIBUTION.match(line)
+            ]
             if lines:
                 yield f"{path.name}#{number}", " ".join(lines)
 
@@ -185,7 +195,7 @@ def build_monolingual(
     detector = LanguageDetectorBuilder.from_languages(Language.GERMAN, Language.ENGLISH).build()
     language = Language.GERMAN if lang == "de" else Language.ENGLISH
     names = sources or SOURCES
-    counts_of_words = word_counts(known) if "fortunes" in names else Counter()
+    counts_of_words = word_counts(known) if "fortunes" in names and lang == "de" else Counter()
     kept: dict[str, str] = {}
     counts: dict[str, dict[str, int]] = {}
     for name in names:
@@ -198,7 +208,7 @@ def build_monolingual(
                 continue
             for sentence in split_sentences(text, lang).sentences:
                 sentence = " ".join(sentence.split())
-                if name == "fortunes":
+                if name == "fortunes" and lang == "de":
                     sentence = modern_spelling(sentence, counts_of_words)
                 count["sentences"] += 1
                 if sentence in kept or sentence in known or not plausible(sentence):

@@ -124,8 +124,18 @@ def test_fortunes_are_read_whole_without_their_attribution(tmp_path: Path, monke
         ("sprichworte#0", "Alter macht immer weiß, aber nicht immer weise."),
         ("sprichworte#1", "Die Zeit ist der beste Lehrer."),
     ]
-    with pytest.raises(Exception, match="German only"):
-        list(monolingual.fortune_blocks(tmp_path, "en"))
+    english = tmp_path / "fortunes/usr/share/games/fortunes"
+    english.mkdir(parents=True)
+    (english / "work").write_text(
+        "<boss> Where is the report?\n<me> It is on its way.\n%\nHard work never killed anybody.\n\t\t-- Anon\n",
+        encoding="utf-8",
+    )
+    (english / "knghtbrd").write_text("<nick> lol\n%\n", encoding="utf-8")
+    (english / "ascii-art").write_text("  /\\_/\\\n%\n", encoding="utf-8")
+    assert list(monolingual.fortune_blocks(tmp_path, "en")) == [
+        ("work#0", "Where is the report? It is on its way."),
+        ("work#1", "Hard work never killed anybody."),
+    ]
 
 
 def test_old_spelling_follows_the_form_modern_text_uses_more() -> None:
