@@ -33,6 +33,15 @@ def check_group_added(
     return heldout
 
 
+def catalog_pairs(units: int = 100, per_unit: int = 20) -> list[Pair]:
+    """A software catalog's pairs, ``per_unit`` strings to each of ``units`` catalogs: groups to hold out from."""
+    return [
+        Pair("gimp", f"cat{u}.mo", f"Layer {u} no. {i}", f"Ebene {u} Nr. {i}")
+        for u in range(units)
+        for i in range(per_unit)
+    ]
+
+
 def say_it_pairs(source: str = "freedict", units: int = 60, per_unit: int = 5) -> list[Pair]:
     """Short sentence pairs, ``per_unit`` to a unit: a group large enough to hold out a test set."""
     return [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testkit.corpus import check_group_added, say_it_pairs
+from testkit.corpus import catalog_pairs, check_group_added, say_it_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.sources import SOURCES, Pair
 from training.corpus.split import assemble_corpus
@@ -20,7 +20,7 @@ def test_games_are_opt_in_gettext_sources_of_their_own_group() -> None:
 
 
 def test_games_leave_the_other_sets_as_they_were_and_get_their_own_files(tmp_path: Path) -> None:
-    ui = [Pair("gimp", f"cat{u}.mo", f"Layer {u} no. {i}", f"Ebene {u} Nr. {i}") for u in range(100) for i in range(20)]
+    ui = catalog_pairs()
     words = say_it_pairs()
     without = assemble_corpus(ui + words, seed=1)
     held = [p for group in without.test.values() for p in group] + without.dev

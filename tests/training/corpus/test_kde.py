@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.corpus import catalog_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.docbook import extract_docbook_pairs
 from training.corpus.kde import cache_pages, handbook_pages
@@ -103,7 +104,7 @@ def test_kde_sources_are_opt_in_and_never_held_out() -> None:
 def test_training_only_sources_leave_dev_and_test_as_they_were() -> None:
     """Held-out strings that only the KDE catalogs make frequent stay held out (and leave KDE's training
     pairs), so that building with --sources all,kde scores on the same test sets as without."""
-    ui = [Pair("gimp", f"cat{u}.mo", f"Layer {u} no. {i}", f"Ebene {u} Nr. {i}") for u in range(100) for i in range(20)]
+    ui = catalog_pairs()
     without = assemble_corpus(ui, seed=1)
     held = [p for group in without.test.values() for p in group] + without.dev
     assert held
