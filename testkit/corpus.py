@@ -33,6 +33,11 @@ def check_group_added(
     return heldout
 
 
+def held_out_pairs(splits: CorpusSplits) -> list[Pair]:
+    """Every pair of ``splits``' test sets, then its dev set: what a source added later must leave held out."""
+    return [p for group in splits.test.values() for p in group] + splits.dev
+
+
 def catalog_pairs(units: int = 100, per_unit: int = 20) -> list[Pair]:
     """A software catalog's pairs, ``per_unit`` strings to each of ``units`` catalogs: groups to hold out from."""
     return [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.corpus import catalog_pairs, say_it_pairs
+from testkit.corpus import catalog_pairs, held_out_pairs, say_it_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.ding import DICTIONARY, extract_ding_pairs, first_alternative
 from training.corpus.report import write_splits
@@ -66,7 +66,7 @@ def test_ding_only_adds_training_pairs_that_are_new_on_both_sides(tmp_path: Path
     ui = catalog_pairs()
     base = ui + say_it_pairs()
     without = assemble_corpus(base, seed=1)
-    held = [p for group in without.test.values() for p in group] + without.dev
+    held = held_out_pairs(without)
     dictionary = without.test["dictionary"]
     in_train = without.train[0]
     ding = [

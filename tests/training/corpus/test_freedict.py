@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.corpus import catalog_pairs, check_group_added, say_it_pairs
+from testkit.corpus import catalog_pairs, check_group_added, held_out_pairs, say_it_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.freedict import base64_number, extract_freedict_pairs, first_alternative
 from training.corpus.sources import SOURCES, CorpusError, Pair
@@ -112,7 +112,7 @@ def test_dictionary_is_opt_in_and_leaves_the_other_sets_as_they_were(tmp_path: P
     assert SOURCES["freedict"].debs == ("dict-freedict-eng-deu",)
     ui = catalog_pairs()
     without = assemble_corpus(ui, seed=1)
-    held = [p for group in without.test.values() for p in group] + without.dev
+    held = held_out_pairs(without)
     # the dictionary repeats some held-out strings in many units: they must stay held out, not turn "common"
     words = [Pair("freedict", f"word{u}", p.en, f"{p.de} (Wörterbuch)") for p in held[:20] for u in range(5)]
     words += say_it_pairs()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testkit.corpus import catalog_pairs, check_group_added, say_it_pairs
+from testkit.corpus import catalog_pairs, check_group_added, held_out_pairs, say_it_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.sources import SOURCES, Pair
 from training.corpus.split import assemble_corpus
@@ -23,7 +23,7 @@ def test_games_leave_the_other_sets_as_they_were_and_get_their_own_files(tmp_pat
     ui = catalog_pairs()
     words = say_it_pairs()
     without = assemble_corpus(ui + words, seed=1)
-    held = [p for group in without.test.values() for p in group] + without.dev
+    held = held_out_pairs(without)
     # a game repeats held-out strings in many catalogs: they stay held out, and do not turn "common"
     games = [Pair("naev", f"mission{u}.mo", p.en, f"{p.de} (Spiel)") for p in held[:20] for u in range(5)]
     games += [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.corpus import catalog_pairs
+from testkit.corpus import catalog_pairs, held_out_pairs
 from training.corpus.collect import resolve_sources
 from training.corpus.docbook import extract_docbook_pairs
 from training.corpus.kde import cache_pages, handbook_pages
@@ -106,7 +106,7 @@ def test_training_only_sources_leave_dev_and_test_as_they_were() -> None:
     pairs), so that building with --sources all,kde scores on the same test sets as without."""
     ui = catalog_pairs()
     without = assemble_corpus(ui, seed=1)
-    held = [p for group in without.test.values() for p in group] + without.dev
+    held = held_out_pairs(without)
     assert held
     kde = [Pair("kde-ui", f"app{u}.mo", p.en, f"{p.de} (KDE)") for p in held[:20] for u in range(5)]
     kde += [Pair("kde-ui", "app9.mo", "Only in KDE", "Nur in KDE")]
