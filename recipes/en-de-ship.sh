@@ -93,5 +93,8 @@ static=(); [ "${STATIC_STEP:-1}" = 1 ] && static=(--static-step)
 $PY -m training export "$OUT/averaged.pt" "models/$PAIR" --name "$NAME" --version "$VERSION" \
   --source-lang "$SRC" --target-lang "$TGT" --quantize "$quant" "${opts[@]+"${opts[@]}"}" --gpu-dtype "${GPU_DTYPE:-fp16w}" \
   "${static[@]+"${static[@]}"}" --scores "$OUT/scores-$CHOICE.json" --test-file "$DATA/dev.tsv" --overwrite
+# The corpus's licenses, and the back-translated text's section of the file before (not part of the corpus) kept.
+synthetic=$(sed -n '/^## Back-translated/,$p' "models/LICENSES-$PAIR.md" 2>/dev/null || true)
 cp "$DATA/LICENSES.md" "models/LICENSES-$PAIR.md"
+if [ -n "$synthetic" ]; then printf '\n%s\n' "$synthetic" >> "models/LICENSES-$PAIR.md"; fi
 echo "installed models/$PAIR ($CHOICE, version $VERSION); scores in $OUT/scores-*.json"
