@@ -38,6 +38,7 @@ COMMANDS = {
     "option-sweep": "bench.option_sweep",
     "literals": "bench.literals",
     "markup": "bench.markup",
+    "glossary": "bench.glossary",
     "langid": "bench.langid",
     "samples": "bench.samples",
     "casing": "bench.casing",

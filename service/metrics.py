@@ -129,6 +129,13 @@ class Metrics:
         )
         self.sentences = Counter("mt_translated_sentences", "Sentences translated, by model.", ["model"], registry=r)
         self.texts = Counter("mt_translated_texts", "Texts of requests translated, by model.", ["model"], registry=r)
+        self.glossary_terms = Counter(
+            "mt_glossary_terms",
+            "Glossary terms found in sentences, by model and outcome: present (the translation had the term's "
+            "translation), replaced (it took the words aligned to the term), unplaced (no word was aligned to it).",
+            ["model", "outcome"],
+            registry=r,
+        )
         self.characters = Counter(
             "mt_translated_characters", "Characters of the texts translated, by model.", ["model"], registry=r
         )

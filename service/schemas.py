@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.translation import DecodeOptions
+from inference.glossary import MAX_TERM_CHARS, MAX_TERMS, Glossary
 
 _DEFAULTS = DecodeOptions()
 
@@ -101,6 +102,14 @@ class TranslateRequest(BaseModel):
         'code, pre, script and translate="no" stay as they are. markdown: the same for emphasis and links; link '
         "targets, code and URLs stay as they are. One translation per text, without alternatives or attention.",
     )
+    glossary: dict[str, str] | None = Field(
+        None,
+        description='Terms and the translations they must get, e.g. {"password": "Kennwort"}: a term is matched '
+        "as whole words, ignoring case (the longest where terms overlap). Where the translation lacks a term's "
+        "translation, the words the engine aligned to the term are replaced by it, as given (not inflected); a term "
+        f"no word is aligned to stays out. At most {MAX_TERMS} entries of at most {MAX_TERM_CHARS} characters.",
+        examples=[{"password": "Kennwort"}],
+    )
     split_sentences: bool = Field(
         True,
         description="Split texts into sentences (and at line breaks), translate them one by one, "
@@ -111,6 +120,13 @@ class TranslateRequest(BaseModel):
     @classmethod
     def _texts_not_empty_and_valid_unicode(cls, value: str | list[str]) -> str | list[str]:
         return _check_texts(value)
+
+    @field_validator("glossary")
+    @classmethod
+    def _glossary_usable(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None:
+            Glossary(value)  # GlossaryError (a ValueError) names the entry
+        return value
 
     @model_validator(mode="after")
     def _html_gives_one_translation(self) -> TranslateRequest:

@@ -19,6 +19,8 @@ from core.markup import Document, Links, MarkupError, parse_html, render
 from core.reading import Reading, answer, read
 from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import Translation
+from inference.glossary import Glossary, Term
+from inference.glossary import apply as apply_glossary
 from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service, ServiceState
 from service.detection import Detection
@@ -118,6 +120,7 @@ async def translate_texts(
     splits, readings = await asyncio.to_thread(
         _prepare, model, texts, body.split_sentences, settings.max_queue, settings.part_pieces
     )
+    terms = await asyncio.to_thread(_terms, body.glossary, readings)
     flat = [reading.ids for reading in readings]
     fields.update(sentences=len(flat), input_tokens=sum(len(s) for s in flat))
     if body.return_attention:
@@ -125,13 +128,15 @@ async def translate_texts(
     timeout = max(0.001, settings.request_timeout_s - (time.monotonic() - started))
     options = body.options(settings.no_repeat_ngram_size, settings.length_penalty)
     links = links or documents is not None
-    if links:  # tags go back by the word alignment
+    if links or any(terms):  # tags and glossary terms go by the word alignment
         options = dataclasses.replace(options, return_attention=True)
     try:
         translations = await service.batcher.translate(model.engine, flat, options, timeout)
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention or links, n_best=body.n_best)
+    if any(terms):
+        translations = await asyncio.to_thread(_glossary, model, readings, translations, terms, fields, service)
     outputs = await asyncio.to_thread(_join, splits, readings, translations, wanted)
     if documents is not None:
         outputs = await asyncio.to_thread(_render_html, documents, outputs, body.return_scores)
@@ -350,6 +355,38 @@ def _prepare(
         if len(readings) > max_sentences:
             raise TooManySentences(len(readings), max_sentences, at_least=True)
     return splits, readings
+
+
+def _terms(entries: dict[str, str] | None, readings: list[Reading]) -> list[list[Term]]:
+    """Each sentence's glossary terms, found in the text the model reads (its literals already placeholders)."""
+    if not entries:
+        return [[] for _ in readings]
+    glossary = Glossary(entries)
+    return [glossary.find(reading.protected.text) for reading in readings]
+
+
+def _glossary(
+    model: LoadedModel,
+    readings: list[Reading],
+    translations: list[Translation],
+    terms: list[list[Term]],
+    fields: dict[str, Any],
+    service: ServiceState,
+) -> list[Translation]:
+    """The translations with their glossary terms in place (inference/glossary.py); what became of the terms goes
+    to the access log and the metrics."""
+    out, counts = [], {"found": 0, "replaced": 0, "unplaced": 0}
+    for reading, translation, found in zip(readings, translations, terms, strict=True):
+        translation, outcome = apply_glossary(translation, reading.protected.text, found)
+        out.append(translation)
+        for key in counts:
+            counts[key] += getattr(outcome, key)
+    fields.update({f"glossary_{key}": value for key, value in counts.items()})
+    counter = service.metrics.glossary_terms
+    counter.labels(model.name, "present").inc(counts["found"] - counts["replaced"] - counts["unplaced"])
+    counter.labels(model.name, "replaced").inc(counts["replaced"])
+    counter.labels(model.name, "unplaced").inc(counts["unplaced"])
+    return out
 
 
 def _join(
