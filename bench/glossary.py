@@ -6,9 +6,10 @@
 
 Terms whose right translation is known, as in WMT's terminology task: from held-out TSV files, every sentence whose
 source holds an English headword of FreeDict's dictionary (1-3 words, at least 5 letters, a noun: its German
-capitalised) one of whose German translations the human reference holds as a whole word. Each such sentence gets a
-glossary of that one term (the longest the sentence holds; ``--terms`` more). Three ways to translate each sentence,
-all as the server reads and answers it (core/reading.py, the server's search options):
+capitalised) one of whose German translations the human reference holds as a whole word (for a German->English
+bundle the other way round: a German noun of the dictionary, and its English headword in the reference). Each such
+sentence gets a glossary of that one term (the longest the sentence holds; ``--terms`` more). Three ways to translate
+each sentence, all as the server reads and answers it (core/reading.py, the server's search options):
 
 - none: no glossary;
 - aligned: what the server does with a glossary (inference/glossary.py): the model translates, and the target words
@@ -35,8 +36,9 @@ from bench.loadtools import ROOT, SERVER_SEARCH, report_dir, write_report
 METHODS = ("none", "aligned", "placeholder")
 
 
-def dictionary(directory: Path) -> dict[str, set[str]]:
-    """English headword (lowercase) -> its German nouns of 1-3 words, from FreeDict's dictd files."""
+def dictionary(directory: Path, source_language: str = "en") -> dict[str, set[str]]:
+    """English headword (lowercase) -> its German nouns of 1-3 words, from FreeDict's dictd files; for a German
+    source, German noun (lowercase) -> the English headwords."""
     from training.corpus.freedict import read_entries
 
     words: dict[str, set[str]] = defaultdict(set)
@@ -50,14 +52,17 @@ def dictionary(directory: Path) -> dict[str, set[str]]:
         for german in re.split(r"[,;]", re.sub(r"<[^>]*>|\[[^\]]*\]|\([^)]*\)", " ", lines[1])):
             german = " ".join(german.split())
             if german[:1].isupper() and 0 < len(german.split()) <= 3 and not re.search(r"[{}…/]", german):
-                words[english].add(german)
+                if source_language == "de":
+                    words[german.lower()].add(english)
+                else:
+                    words[english].add(german)
     return words
 
 
 def oracle_terms(source: str, reference: str, words: dict[str, set[str]], most: int) -> dict[str, str]:
-    """Up to ``most`` (English, German) terms of ``source`` whose German ``reference`` holds, the longest first,
-    none overlapping."""
-    tokens = list(re.finditer(r"[A-Za-z]+(?:['-][A-Za-z]+)*", source))
+    """Up to ``most`` (source, target) terms of ``source`` whose ``reference`` holds the target (any case), the
+    longest first, none overlapping."""
+    tokens = list(re.finditer(r"[^\W\d_]+(?:['-][^\W\d_]+)*", source))
     found: list[tuple[int, int, str, str]] = []
     for i in range(len(tokens)):
         for n in (3, 2, 1):
@@ -66,7 +71,7 @@ def oracle_terms(source: str, reference: str, words: dict[str, set[str]], most: 
             start, end = tokens[i].start(), tokens[i + n - 1].end()
             english = " ".join(source[start:end].lower().split())
             for german in sorted(words.get(english, ()), key=len, reverse=True):
-                if re.search(rf"(?<!\w){re.escape(german)}(?!\w)", reference):
+                if holds(reference, german):
                     found.append((start, end, source[start:end], german))
                     break
     found.sort(key=lambda f: (f[0] - f[1], f[0]))  # the longest first
@@ -75,6 +80,11 @@ def oracle_terms(source: str, reference: str, words: dict[str, set[str]], most: 
         if len(chosen) < most and all(term[1] <= c[0] or term[0] >= c[1] for c in chosen):
             chosen.append(term)
     return {english: german for _, _, english, german in chosen}
+
+
+def holds(text: str, term: str) -> bool:
+    """``text`` holds ``term`` as whole words, in any case."""
+    return bool(re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     places = glob.glob(args.freedict)
     if not files or not places:
         parser.error(f"no file matches {args.inputs}" if not files else f"no FreeDict directory at {args.freedict}")
-    words = dictionary(Path(places[0]))
     engine = Engine.load(args.bundle, provider="cpu", threads=args.threads, spinning="decoder")
+    words = dictionary(Path(places[0]), engine.manifest["source_language"])
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for name in files:
@@ -114,11 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         row["terms"] = sum(len(g) for g in glossaries)
         for method in METHODS:
             hyps = translate(engine, [s for s, _ in pairs], glossaries, method, args.batch)
-            kept = sum(
-                bool(re.search(rf"(?<!\w){re.escape(german)}(?!\w)", hyps[i]))
-                for i in with_terms
-                for german in glossaries[i].values()
-            )
+            kept = sum(holds(hyps[i], target) for i in with_terms for target in glossaries[i].values())
             sub_h, sub_r = [hyps[i] for i in with_terms], [refs[i] for i in with_terms]
             row[method] = {
                 "kept": kept,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -191,7 +192,8 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
         422: _error("The file is not UTF-8, not a valid catalog, or its markup nests too deep."),
     },
     summary="Translate a document: .txt, .html, .md or a gettext .po catalog",
-    description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`. The "
+    description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`, "
+    "`glossary` (a JSON object). The "
     "file comes back translated with the same name and type: markup kept as with format html/markdown, a .po "
     "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept.",
     openapi_extra={
@@ -207,6 +209,11 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
                             "source_lang": {"type": "string"},
                             "target_lang": {"type": "string"},
                             "model": {"type": "string"},
+                            "glossary": {
+                                "type": "string",
+                                "description": "A JSON object of terms and their translations, as /translate's "
+                                '"glossary": {"password": "Kennwort"}.',
+                            },
                         },
                     }
                 }
@@ -226,7 +233,15 @@ async def translate_document(request: Request, service: Service, _: ApiKey) -> R
     if upload is None or isinstance(upload, str) or not upload.filename:
         raise ApiError(422, "validation", "missing the 'file' field (a file with a name)")
     name = PurePath(upload.filename).name
-    options = {k: form.get(k) for k in ("source_lang", "target_lang", "model") if isinstance(form.get(k), str)}
+    options: dict[str, Any] = {
+        k: form.get(k) for k in ("source_lang", "target_lang", "model") if isinstance(form.get(k), str)
+    }
+    glossary = form.get("glossary")
+    if isinstance(glossary, str) and glossary.strip():
+        try:
+            options["glossary"] = json.loads(glossary)
+        except json.JSONDecodeError as err:
+            raise ApiError(422, "validation", f"glossary: not JSON ({err}); send an object of terms") from None
     data, media_type = await translate_file(service, name, await upload.read(), options, fields)
     quoted = urllib.parse.quote(name, safe="")
     return Response(

@@ -117,3 +117,13 @@ def test_every_hypothesis_gets_the_term() -> None:
     done = translation(source, "Geben Sie Ihr Passwort ein.", [0, 0, 1, 2, 0], n_best=3)
     out, _ = apply(done, source, Glossary({"password": "Kennwort"}).find(source))
     assert [h.text for h in out.hypotheses] == ["Geben Sie Ihr Kennwort ein."] * 3
+
+
+def test_a_word_joined_from_parts_keeps_the_parts_before_the_last() -> None:
+    source = "Ask the GIMP users."
+    done = translation(source, "Fragen Sie die GIMP-Benutzer.", [0, 0, 1, 3])
+    out, _ = apply(done, source, Glossary({"users": "Anwender"}).find(source))
+    assert out.best.text == "Fragen Sie die GIMP-Anwender."
+    # a term that is not one plain word takes the whole word
+    out, _ = apply(done, source, Glossary({"users": "E-Mail-Nutzer"}).find(source))
+    assert out.best.text == "Fragen Sie die E-Mail-Nutzer."

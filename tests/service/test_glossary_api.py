@@ -64,3 +64,16 @@ def test_unusable_glossaries_are_a_422_naming_the_entry(
 ) -> None:
     r = shared_server.client.post("/translate", json={"text": "x", "glossary": glossary})
     assert r.status_code == 422 and message in r.text, r.text
+
+
+def test_documents_take_a_glossary_as_a_json_form_field(shared_server: ThreadServer) -> None:
+    def send(glossary: str) -> tuple[int, bytes]:
+        files = {"file": ("notes.txt", b"alpha password beta\n")}
+        r = shared_server.client.post("/translate/document", files=files, data={"glossary": glossary})
+        return r.status_code, r.content
+
+    assert send('{"password": "Kennwort"}') == (200, b"beta Kennwort alpha\n")
+    status, body = send("{password: Kennwort}")
+    assert status == 422 and b"glossary: not JSON" in body
+    status, body = send('["password"]')
+    assert status == 422 and b"glossary" in body
