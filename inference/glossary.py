@@ -18,9 +18,11 @@ What it cannot do: inflect the term (a glossary's "Kennwort" goes in as given, a
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -83,11 +85,41 @@ class Glossary:
     def __len__(self) -> int:
         return len(self.targets)
 
+    def updated(self, entries: Mapping[str, str] | None) -> Glossary:
+        """This glossary with ``entries`` added, theirs winning where both name a term (a request's over the
+        server's); ``entries`` alone must be a usable glossary."""
+        if not entries:
+            return self
+        extra = Glossary(entries)
+        return Glossary({**self.targets, **extra.targets}) if self.targets else extra
+
     def find(self, text: str) -> list[Term]:
         """The terms of ``text`` (the sentence as the model reads it), left to right, none overlapping."""
         if self._pattern is None:
             return []
         return [Term(m.start(), m.end(), self.targets[_key(m.group(0))]) for m in self._pattern.finditer(text)]
+
+
+def read_glossaries(path: str | Path) -> dict[str, Glossary]:
+    """A file of glossaries by language pair, ``{"en-de": {"password": "Kennwort"}, "de-en": {...}}`` (the server's
+    ``MT_GLOSSARY``); GlossaryError names what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise GlossaryError(f"{path}: {err}") from None
+    if not isinstance(data, dict):
+        raise GlossaryError(f'{path}: not a JSON object of language pairs ({{"en-de": {{"term": "translation"}}}})')
+    glossaries = {}
+    for pair, entries in data.items():
+        if not re.fullmatch(r"[a-z]{2}-[a-z]{2}", pair):
+            raise GlossaryError(f"{path}: {pair!r} is not a language pair such as 'en-de'")
+        if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+            raise GlossaryError(f"{path}: {pair} is not an object of terms and their translations (strings)")
+        try:
+            glossaries[pair] = Glossary(entries)
+        except GlossaryError as err:
+            raise GlossaryError(f"{path}: {pair}: {err}") from None
+    return glossaries
 
 
 def _key(term: str) -> str:

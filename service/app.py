@@ -17,6 +17,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from inference.glossary import Glossary, GlossaryError, read_glossaries
 from inference.threads import usable_cpus
 from service.batcher import Batcher, BatchLimits
 from service.deps import ServiceState
@@ -109,6 +110,21 @@ Sentences of concurrent requests are batched together on the server. Errors are 
 """
 
 
+def _glossaries(path: Path | None, models: Models) -> dict[str, Glossary]:
+    """MT_GLOSSARY read and checked at start; a pair no model serves is named in the log, not refused."""
+    if path is None:
+        return {}
+    try:
+        glossaries = read_glossaries(path)
+    except GlossaryError as err:
+        raise ConfigurationError(f"MT_GLOSSARY {err}") from None
+    served = {f"{pair.source}-{pair.target}" for pair in map(models.pair_of, models.slots) if pair}
+    for pair, glossary in glossaries.items():
+        note = "" if pair in served else " (no model serves that pair)"
+        log.info("glossary %s: %d terms from %s%s", pair, len(glossary), path, note)
+    return glossaries
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -161,6 +177,7 @@ def create_app(
         remote = EngineProcess(engine_loader, front, limits, metrics, log_level=settings.log_level, on_death=on_fatal)
         engine_loader = remote.load
     models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
+    glossaries = _glossaries(settings.glossary, models)
     for slot in models.slots:
         metrics.model_ready.labels(slot.name).set(0)
         for result in ("success", "failure"):
@@ -189,6 +206,7 @@ def create_app(
         metrics=metrics,
         batcher=remote or (Scheduler(limits, metrics) if kind == "continuous" else Batcher(limits, metrics)),
         models=models,
+        glossaries=glossaries,
     )
 
     @asynccontextmanager

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from inference.glossary import Glossary
 from service.batcher import Batcher
 from service.engine_process import EngineProcess
 from service.errors import ApiError
@@ -26,6 +27,8 @@ class ServiceState:
     metrics: Metrics
     batcher: Batcher | Scheduler | EngineProcess
     models: Models
+    glossaries: dict[str, Glossary] = field(default_factory=dict)
+    """The server's glossaries by language pair ("en-de"), MT_GLOSSARY."""
 
 
 # The dependencies are ``async def`` although they never await: FastAPI runs a plain ``def`` one in a

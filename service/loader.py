@@ -116,6 +116,10 @@ class LoadedModel:
     def source_language(self) -> str:
         return str(self.engine.manifest.get("source_language", "en"))
 
+    @property
+    def target_language(self) -> str:
+        return str(self.engine.manifest.get("target_language", "de"))
+
 
 def model_ref(model: LoadedModel) -> ModelRef:
     manifest = model.engine.manifest

@@ -223,6 +223,13 @@ class Settings(BaseSettings):
         "target pieces; 413 beyond).",
     )
 
+    glossary: Path | None = Field(
+        None,
+        description='A JSON file of glossaries by language pair, {"en-de": {"password": "Kennwort"}}: applied to '
+        "every request of that pair, on every API (a request's own glossary adds to it and wins where both name a "
+        "term; docs/service.md#glossaries). Read at start.",
+    )
+
     api_key: SecretStr | None = Field(None, description="If set, /translate requires header X-API-Key with it.")
     admin_token: SecretStr | None = Field(
         None,

@@ -121,7 +121,8 @@ async def translate_texts(
     splits, readings = await asyncio.to_thread(
         _prepare, model, texts, body.split_sentences, settings.max_queue, settings.part_pieces
     )
-    terms = await asyncio.to_thread(_terms, body.glossary, readings)
+    pair = f"{model.source_language}-{model.target_language}"
+    terms = await asyncio.to_thread(_terms, service.glossaries.get(pair), body.glossary, readings)
     flat = [reading.ids for reading in readings]
     fields.update(sentences=len(flat), input_tokens=sum(len(s) for s in flat))
     if body.return_attention:
@@ -372,11 +373,12 @@ def _prepare(
     return splits, readings
 
 
-def _terms(entries: dict[str, str] | None, readings: list[Reading]) -> list[list[Term]]:
-    """Each sentence's glossary terms, found in the text the model reads (its literals already placeholders)."""
-    if not entries:
+def _terms(server: Glossary | None, entries: dict[str, str] | None, readings: list[Reading]) -> list[list[Term]]:
+    """Each sentence's glossary terms (the server's for the pair, the request's added over them), found in the text
+    the model reads (its literals already placeholders)."""
+    glossary = server.updated(entries) if server is not None else Glossary(entries) if entries else None
+    if glossary is None or not len(glossary):
         return [[] for _ in readings]
-    glossary = Glossary(entries)
     return [glossary.find(reading.protected.text) for reading in readings]
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from core.tokenizer import WORD_START
 from core.translation import Hypothesis, Translation, WordAlignment
-from inference.glossary import MAX_TERMS, Glossary, GlossaryError, Term, apply
+from inference.glossary import MAX_TERMS, Glossary, GlossaryError, Term, apply, read_glossaries
 
 
 def test_terms_are_whole_words_any_case_the_longest_first() -> None:
@@ -127,3 +128,42 @@ def test_a_word_joined_from_parts_keeps_the_parts_before_the_last() -> None:
     # a term that is not one plain word takes the whole word
     out, _ = apply(done, source, Glossary({"users": "E-Mail-Nutzer"}).find(source))
     assert out.best.text == "Fragen Sie die E-Mail-Nutzer."
+
+
+def test_a_request_adds_to_the_servers_glossary_and_wins_where_both_name_a_term() -> None:
+    server = Glossary({"Password": "Kennwort", "file": "Datei"})
+    mine = server.updated({"password": "Passwort", "window": "Fenster"})
+    assert mine.targets == {"password": "Passwort", "file": "Datei", "window": "Fenster"}
+    assert server.updated(None) is server and server.targets["password"] == "Kennwort"
+    with pytest.raises(GlossaryError, match="need a word"):
+        server.updated({"x": ""})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "Expecting"),
+        ('["en-de"]', "not a JSON object of language pairs"),
+        ('{"english-german": {}}', "not a language pair"),
+        ('{"en-de": {"password": 1}}', "not an object of terms"),
+        ('{"en-de": {"password": ""}}', "en-de: glossary entry 'password'"),
+    ],
+)
+def test_a_servers_glossary_file_is_checked_whole(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "glossary.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(GlossaryError, match=message) as caught:
+        read_glossaries(path)
+    assert str(path) in str(caught.value)
+
+
+def test_a_servers_glossary_file_by_language_pair(tmp_path: Path) -> None:
+    path = tmp_path / "glossary.json"
+    path.write_text('{"en-de": {"password": "Kennwort"}, "de-en": {"Kennwort": "password"}}', encoding="utf-8")
+    glossaries = read_glossaries(path)
+    assert {pair: g.targets for pair, g in glossaries.items()} == {
+        "en-de": {"password": "Kennwort"},
+        "de-en": {"kennwort": "password"},
+    }
+    with pytest.raises(GlossaryError, match="No such file"):
+        read_glossaries(tmp_path / "missing.json")

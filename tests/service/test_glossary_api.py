@@ -3,10 +3,14 @@ target word t to source word n-1-t (testkit/fake_engine.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from service.app import create_app
+from service.models import ConfigurationError
 from testkit.fake_engine import FakeLoader
-from tests.service.servers import ThreadServer
+from tests.service.servers import ThreadServer, settings_for, thread_server
 
 GLOSSARY = {"password": "Kennwort"}
 
@@ -77,3 +81,24 @@ def test_documents_take_a_glossary_as_a_json_form_field(shared_server: ThreadSer
     assert status == 422 and b"glossary: not JSON" in body
     status, body = send('["password"]')
     assert status == 422 and b"glossary" in body
+
+
+def test_the_servers_glossary_serves_every_api_and_a_request_wins(fake_bundle: Path, tmp_path: Path) -> None:
+    path = tmp_path / "glossary.json"
+    path.write_text('{"en-de": {"password": "Kennwort", "beta": "Gamma"}, "fr-de": {"mot": "Wort"}}', encoding="utf-8")
+    with thread_server(settings_for(fake_bundle, glossary=path), FakeLoader()) as server:
+        assert texts(post(server, text="alpha password beta")) == ["Gamma Kennwort alpha"]
+        assert texts(post(server, text="alpha password beta", glossary={"Password": "Passwort"})) == [
+            "Gamma Passwort alpha"
+        ]
+        r = server.client.post(
+            "/libretranslate/translate", json={"q": "alpha password", "source": "en", "target": "de"}
+        )
+        assert r.status_code == 200 and r.json()["translatedText"] == "Kennwort alpha", r.text
+
+
+def test_an_unusable_glossary_file_stops_the_server_at_start(fake_bundle: Path, tmp_path: Path) -> None:
+    path = tmp_path / "glossary.json"
+    path.write_text('{"en-de": {"password": ""}}', encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"MT_GLOSSARY .*glossary.json: en-de: glossary entry 'password'"):
+        create_app(settings_for(fake_bundle, glossary=path), engine_loader=FakeLoader())
