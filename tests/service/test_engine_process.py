@@ -78,6 +78,10 @@ def test_answers_concurrent_requests_and_exports_the_engine_process_metrics(tmp_
         text = server.client.get("/metrics").text
         model = server.client.get("/model").json()
         engine_memory = metric(server, "mt_engine_process_resident_memory_bytes")
+        # a glossary's term goes in by the alignment the engine process sent back
+        glossary = {"text": "alpha password beta", "glossary": {"password": "Kennwort"}}
+        termed = server.client.post("/translate", json=glossary).json()["translations"][0]["text"]
+    assert termed == "beta Kennwort alpha"
     for i, (best, alternatives) in enumerate(answers):
         assert best == " ".join(reversed(texts[i].split()))
         assert len(alternatives) == i % 2
