@@ -116,6 +116,7 @@
   const ERROR_TITLES = {
     too_large: "The text is too long",
     empty: "Nothing to translate",
+    glossary: "The glossary has a line it cannot read",
     validation: "Some options are not valid",
     overloaded: "The server is busy",
     not_ready: "The model is not ready yet",
@@ -172,7 +173,21 @@
     return Number.isFinite(value) ? value : fallback;
   }
 
-  function buildRequest() {
+  // "term = translation" a line (a tab works too); blank lines are skipped. Returns {entries} or {error}.
+  function parseGlossary(text) {
+    const entries = {};
+    const lines = text.split("\n");
+    for (let i = 0; i < lines.length; i += 1) {
+      const line = lines[i].trim();
+      if (!line) continue;
+      const match = line.match(/^(.+?)\s*(?:=|\t)\s*(.+)$/);
+      if (!match) return { error: `Line ${i + 1} ("${line}") has no "=": write it as term = translation.` };
+      entries[match[1].trim()] = match[2].trim();
+    }
+    return { entries };
+  }
+
+  function buildRequest(glossary) {
     const markup = $("format").value; // html, markdown: one translation, no attention (the tags carry the alignment)
     const html = markup !== "text";
     const attention = !html && $("show-attention").checked;
@@ -185,6 +200,7 @@
       return_scores: $("show-scores").checked,
       split_sentences: $("split-sentences").checked,
       ...(pairSelect.value ? { model: pairSelect.value } : {}),
+      ...(Object.keys(glossary).length ? { glossary } : {}),
     };
   }
 
@@ -195,7 +211,13 @@
       source.focus();
       return;
     }
-    const body = buildRequest();
+    const glossary = parseGlossary($("glossary").value);
+    if (glossary.error) {
+      showError({ code: "glossary", message: glossary.error });
+      $("glossary").focus();
+      return;
+    }
+    const body = buildRequest(glossary.entries);
     const headers = { "Content-Type": "application/json", Accept: "application/json" };
     const key = $("api-key").value.trim();
     if (key) headers["X-API-Key"] = key;

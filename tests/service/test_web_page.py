@@ -320,6 +320,39 @@ def test_page_shows_readable_errors(browser: WebDriver, server: ProcessServer, t
     assert browser.find_element(By.ID, "translation").text == expected["translations"][0]["text"]
 
 
+def test_page_sends_a_glossary_and_refuses_a_line_it_cannot_read(browser: WebDriver, server: ProcessServer) -> None:
+    """Options › More › Glossary: "term = translation" (or a tab) a line becomes the request's glossary, and the
+    page shows what the server answers for it; a line without "=" is refused on the page, nothing sent."""
+    open_page(browser, server)
+    browser.execute_script(
+        "window.sentBodies = []; const send = window.fetch;"
+        "window.fetch = (url, init) => { if (init && init.body) window.sentBodies.push(JSON.parse(init.body));"
+        " return send(url, init); };"
+    )
+    browser.find_element(By.CSS_SELECTOR, "details.advanced summary").click()
+    glossary = browser.find_element(By.ID, "glossary")
+    set_field(browser, "source", SENTENCE)
+    set_value = "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'));"
+    try:
+        browser.execute_script(set_value, glossary, "blue = azure\n\n  red\tcrimson ")
+        submit(browser)
+        sent = browser.execute_script("return window.sentBodies;")
+        assert sent[-1]["glossary"] == {"blue": "azure", "red": "crimson"}
+        terms = {"text": SENTENCE, "glossary": {"blue": "azure", "red": "crimson"}}
+        expected = server.client.post("/translate", json=terms).json()["translations"][0]["text"]
+        assert browser.find_element(By.ID, "translation").text == expected
+
+        browser.execute_script(set_value, glossary, "blue = azure\nred crimson")
+        browser.find_element(By.ID, "translate-button").click()
+        error = browser.find_element(By.ID, "error")
+        WebDriverWait(browser, WAIT_S).until(lambda d: error.is_displayed(), "the glossary's line was not refused")
+        assert error.get_attribute("data-code") == "glossary"
+        assert 'Line 2 ("red crimson")' in browser.find_element(By.ID, "error-message").text
+        assert len(browser.execute_script("return window.sentBodies;")) == len(sent)
+    finally:
+        browser.execute_script(set_value, glossary, "")
+
+
 def test_page_offers_the_language_pairs_served(browser: WebDriver, tmp_path: Path) -> None:
     """Two models in one server: the selector lists both pairs from /languages, and the one chosen is the
     model that answers."""
