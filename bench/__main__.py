@@ -39,6 +39,7 @@ COMMANDS = {
     "literals": "bench.literals",
     "markup": "bench.markup",
     "glossary": "bench.glossary",
+    "noisy-channel": "bench.noisy_channel",
     "langid": "bench.langid",
     "samples": "bench.samples",
     "casing": "bench.casing",
