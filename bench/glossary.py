@@ -122,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         refs = [reference for _, reference in pairs]
         row: dict[str, Any] = {"file": Path(name).name, "sentences": len(pairs), "with_terms": len(with_terms)}
         row["terms"] = sum(len(g) for g in glossaries)
-        for method in METHODS:
-            hyps = translate(engine, [s for s, _ in pairs], glossaries, method, args.batch)
+        sources = [source for source, _ in pairs]
+        outputs = {method: translate(engine, sources, glossaries, method, args.batch) for method in METHODS}
+        for method, hyps in outputs.items():
             kept = sum(holds(hyps[i], target) for i in with_terms for target in glossaries[i].values())
             sub_h, sub_r = [hyps[i] for i in with_terms], [refs[i] for i in with_terms]
             row[method] = {
@@ -131,16 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                 "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
                 "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
                 "bleu_with_terms": sacrebleu.corpus_bleu(sub_h, [sub_r]).score if sub_h else 0.0,
+                "examples": [
+                    {"source": pairs[i][0], "terms": glossaries[i], "none": outputs["none"][i], "with": hyps[i]}
+                    for i in with_terms
+                    if hyps[i] != outputs["none"][i]
+                ][:5],
             }
-            if method != "none":
-                row[method]["examples"] = [
-                    {"source": pairs[i][0], "terms": glossaries[i], "none": base, "with": hyps[i], "reference": refs[i]}
-                    for i, base in ((i, row["none_hyps"][i]) for i in with_terms)
-                    if base != hyps[i]
-                ][:5]
-            else:
-                row["none_hyps"] = hyps
-        row.pop("none_hyps")
         rows.append(row)
         print(f"{row['file']}: {row['with_terms']} sentences with a term", flush=True)
 

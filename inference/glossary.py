@@ -134,15 +134,14 @@ def apply(translation: Translation, text: str, terms: list[Term]) -> tuple[Trans
         return translation, Outcome(found=len(terms), unplaced=len(terms))
     if not terms:
         return translation, Outcome()
-    source_words = text.split()
-    spans = _word_spans(text)
+    spans = [m.span() for m in re.finditer(r"\S+", text)]  # the source's words, as sentencepiece's
     term_words = [[i for i, (a, b) in enumerate(spans) if a < term.end and b > term.start] for term in terms]
     hypotheses, alignment, outcome = [], translation.alignment, Outcome(found=len(terms))
     for rank, hypothesis in enumerate(translation.hypotheses):
         aligned = alignment if rank == 0 else None
         if aligned is None and hypothesis.attention is not None:
             aligned = word_alignment(translation.source_pieces, hypothesis.pieces, hypothesis.attention)
-        if aligned is None or len(aligned.source_words) != len(source_words):
+        if aligned is None or len(aligned.source_words) != len(spans):
             hypotheses.append(hypothesis)
             if rank == 0:
                 outcome = dataclasses.replace(outcome, unplaced=sum(not _holds(hypothesis.text, t) for t in terms))
@@ -152,10 +151,6 @@ def apply(translation: Translation, text: str, terms: list[Term]) -> tuple[Trans
         if rank == 0:
             alignment, outcome = aligned, dataclasses.replace(outcome, replaced=counts[0], unplaced=counts[1])
     return dataclasses.replace(translation, hypotheses=hypotheses, alignment=alignment), outcome
-
-
-def _word_spans(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in re.finditer(r"\S+", text)]
 
 
 def _holds(text: str, term: Term) -> bool:
@@ -171,10 +166,9 @@ def _replace(
     weights = np.asarray(alignment.weights, dtype=np.float64).reshape(len(words), len(alignment.source_words))
     links = [list(link) for link in alignment.links]
     replaced = unplaced = 0
-    # right to left, so that a replacement never moves the words of a run still to come
     runs = []
     for term, sources in zip(terms, term_words, strict=True):
-        if _holds(" ".join(words), term):
+        if _holds(hypothesis.text, term):
             continue
         run = _run(links, weights, set(sources), words, len(term.target.split()))
         if run is None:
@@ -182,6 +176,7 @@ def _replace(
         else:
             runs.append((run, term, sources))
     taken: set[int] = set()
+    # right to left, so that a replacement never moves the words of a run still to come
     for (lo, hi), term, sources in sorted(runs, key=lambda r: r[0][0], reverse=True):
         if taken & set(range(lo, hi + 1)):  # two terms took the same words: the first one placed keeps them
             unplaced += 1
