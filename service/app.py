@@ -182,6 +182,8 @@ def create_app(
         metrics.model_ready.labels(slot.name).set(0)
         for result in ("success", "failure"):
             metrics.reloads.labels(slot.name, result)
+        for outcome in ("present", "replaced", "unplaced"):
+            metrics.glossary_terms.labels(slot.name, outcome)
     if kind == "continuous":
         log.info(
             "scheduler: continuous batching (%s)%s, %d running sets of at most %d sentences and %d tokens, refill at "
