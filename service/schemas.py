@@ -28,6 +28,7 @@ class TranslateRequest(BaseModel):
                     "return_scores": True,
                 },
                 {"text": "The cat sat on the mat.", "return_attention": True},
+                {"text": "Enter your password to continue.", "glossary": {"password": "Kennwort"}},
             ]
         },
     )
