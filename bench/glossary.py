@@ -39,14 +39,14 @@ METHODS = ("none", "aligned", "placeholder")
 def dictionary(directory: Path, source_language: str = "en") -> dict[str, set[str]]:
     """English headword (lowercase) -> its German nouns of 1-3 words, from FreeDict's dictd files; for a German
     source, German noun (lowercase) -> the English headwords."""
-    from training.corpus.freedict import read_entries
+    from training.corpus.freedict import entry_headword, read_entries
 
     words: dict[str, set[str]] = defaultdict(set)
     for text in read_entries(directory / "freedict-eng-deu.index", directory / "freedict-eng-deu.dict.dz"):
         lines = text.split("\n")
         if len(lines) < 2:
             continue
-        english = re.sub(r"\s+/[^/]*/.*$", "", lines[0]).strip().lower()
+        english = entry_headword(lines[0]).lower()
         if len(english) < 5 or len(english.split()) > 3 or not re.fullmatch(r"[a-z][a-z' -]*", english):
             continue
         for german in re.split(r"[,;]", re.sub(r"<[^>]*>|\[[^\]]*\]|\([^)]*\)", " ", lines[1])):

@@ -61,13 +61,19 @@ def first_alternative(german: str, sentence: bool) -> str:
     return re.sub(r"\s+", " ", first).strip()
 
 
+def entry_headword(line: str) -> str:
+    """An entry's first line without its pronunciation and annotations: "apron belt /ˈeɪpɹən bˈɛlt/" -> "apron
+    belt"."""
+    return _ANNOTATION.sub(" ", _PRONUNCIATION.sub("", line)).strip()
+
+
 def entry_pairs(text: str) -> Iterator[tuple[str, str, str]]:
     """(unit, English, German) of one entry: its examples, and the entry itself when it is a sentence. The unit
     is the headword, lowercased: examples of one word are held out together."""
     lines = text.split("\n")
     if len(lines) < 2:
         return
-    headword = _ANNOTATION.sub(" ", _PRONUNCIATION.sub("", lines[0])).strip()
+    headword = entry_headword(lines[0])
     unit = headword.lower()
     if _SENTENCE_END.search(headword) and len(headword.split()) >= 3:
         yield unit, headword, first_alternative(lines[1], sentence=True)
