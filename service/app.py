@@ -27,7 +27,7 @@ from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext, Shed
 from service.models import ConfigurationError, Models, bundle_paths
-from service.routes import admin, health, libretranslate, translate
+from service.routes import admin, deepl, health, libretranslate, translate
 from service.scheduler import Scheduler
 from service.settings import CPU_DEFAULTS, GPU_DEFAULTS, Settings
 
@@ -94,6 +94,8 @@ DECODING_PATHS = {
     "/translate/document": "api",
     "/libretranslate/translate": "libretranslate",
     "/libretranslate/translate_file": "libretranslate",
+    "/deepl/v2/translate": "deepl",
+    "/deepl/v2/document": "deepl",
 }
 """The routes that queue sentences, and the shape of their errors: refused early while the queue is full (Shed)."""
 
@@ -123,6 +125,18 @@ def _glossaries(path: Path | None, models: Models) -> dict[str, Glossary]:
         note = "" if pair in served else " (no model serves that pair)"
         log.info("glossary %s: %d terms from %s%s", pair, len(glossary), path, note)
     return glossaries
+
+
+def _deepl_state(directory: Path | None) -> deepl.DeepLState:
+    """The DeepL API's glossaries, read from MT_GLOSSARY_DIR at start; a file there that cannot be used stops the
+    server with its name."""
+    try:
+        state = deepl.DeepLState(directory)
+    except (OSError, ValueError, TypeError) as err:
+        raise ConfigurationError(f"MT_GLOSSARY_DIR {directory}: {err}") from None
+    if directory is not None:
+        log.info("DeepL API: %d glossaries in %s", len(state.glossaries), directory)
+    return state
 
 
 def create_app(
@@ -178,6 +192,7 @@ def create_app(
         engine_loader = remote.load
     models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
     glossaries = _glossaries(settings.glossary, models)
+    deepl_state = _deepl_state(settings.glossary_dir)
     for slot in models.slots:
         metrics.model_ready.labels(slot.name).set(0)
         for result in ("success", "failure"):
@@ -237,11 +252,13 @@ def create_app(
     )
     _install_docs(app)
     app.state.service = service
+    app.state.deepl = deepl_state
     install_error_handlers(app, metrics)
     app.include_router(translate.router)
     app.include_router(health.router)
     app.include_router(admin.router)
     app.include_router(libretranslate.router)
+    app.include_router(deepl.router)
     # a full queue refuses decoding requests before their bodies are parsed (inside CORS and RequestContext)
     app.add_middleware(
         Shed,

@@ -65,3 +65,13 @@ class Detector:
 def detector_for(languages: tuple[str, ...]) -> Detector:
     """One detector per set of served languages (building one takes about half a second)."""
     return Detector(languages)
+
+
+def language_name(code: str) -> str:
+    """English name of an ISO 639-1 code (lingua's table), else the code."""
+    from lingua import IsoCode639_1, Language
+
+    try:
+        return str(Language.from_iso_code_639_1(IsoCode639_1.from_str(code)).name).title()
+    except ValueError:
+        return code

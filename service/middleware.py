@@ -148,9 +148,10 @@ class Shed:
 
     Inside :class:`RequestContext`, which has read the body (so the connection stays usable) and gives the answer
     its request id, latency metric and access log line; inside CORS, so a browser can read the refusal. ``paths``
-    maps each path to its error shape: ``"api"`` (this API's ``ErrorResponse``) or ``"libretranslate"``
-    (``{"error": message}``). With ``MT_API_KEY`` set, a request is refused early only when its ``X-API-Key`` is
-    right (LibreTranslate's key travels in the body: those are left to the route); others go on to be told why."""
+    maps each path to its error shape: ``"api"`` (this API's ``ErrorResponse``), ``"libretranslate"``
+    (``{"error": message}``) or ``"deepl"`` (``{"message": message}``). With ``MT_API_KEY`` set, a request is refused
+    early only when its key is right (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``; LibreTranslate's
+    travels in the body: those are left to the route); others go on to be told why."""
 
     def __init__(
         self,
@@ -177,7 +178,7 @@ class Shed:
         state = scope.setdefault("state", {})
         state.setdefault("log_fields", {}).update(error="overloaded", shed=True)
         message = str(refused)
-        payload: dict[str, Any] = {"error": message}
+        payload: dict[str, Any] = {"message" if shape == "deepl" else "error": message}
         if shape == "api":
             request_id = state.get("request_id", "")
             payload = ErrorResponse(error="overloaded", message=message, request_id=request_id).model_dump(
@@ -188,9 +189,14 @@ class Shed:
     def _may_refuse(self, scope: Scope, shape: str) -> bool:
         if self.api_key is None:
             return True
-        if shape != "api":
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        if shape == "api":
+            given = headers.get(b"x-api-key", b"")
+        elif shape == "deepl":
+            scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+            given = given.strip() if scheme.lower() == b"deepl-auth-key" else b""
+        else:
             return False
-        given = next((v for k, v in scope["headers"] if k.lower() == b"x-api-key"), b"")
         return secrets.compare_digest(given, self.api_key)
 
 

@@ -229,6 +229,11 @@ class Settings(BaseSettings):
         "every request of that pair, on every API (a request's own glossary adds to it and wins where both name a "
         "term; docs/service.md#glossaries). Read at start.",
     )
+    glossary_dir: Path | None = Field(
+        None,
+        description="Where the glossaries clients create through the DeepL API (POST /deepl/v2/glossaries) are kept, "
+        "one JSON file each, so that they outlive a restart; unset: in memory only (docs/service.md#deepls-api).",
+    )
 
     api_key: SecretStr | None = Field(None, description="If set, /translate requires header X-API-Key with it.")
     admin_token: SecretStr | None = Field(

@@ -11,7 +11,6 @@ markup (core/markup.py), without alternatives as in LibreTranslate.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 import uuid
@@ -25,8 +24,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from core.documents import KINDS
 from service.deps import Service, ServiceState
+from service.detection import language_name
 from service.errors import ApiError
 from service.routes import translate as native
+from service.routes.params import BadBody, read_params
 from service.schemas import TranslateRequest
 
 router = APIRouter(prefix="/libretranslate", tags=["LibreTranslate-compatible"])
@@ -110,23 +111,10 @@ def _error(err: LtError | ApiError) -> JSONResponse:
 
 async def _params(request: Request) -> dict[str, Any]:
     """The request's fields from JSON, a form (urlencoded or multipart) or the query string."""
-    params: dict[str, Any] = dict(request.query_params)
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind == "application/json":
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError:
-            raise LtError(400, "Invalid JSON format") from None
-        if not isinstance(body, dict):
-            raise LtError(400, "Invalid JSON format: send an object")
-        params.update(body)
-    elif kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        try:
-            form = await request.form()
-        except Exception as err:  # a malformed multipart body
-            raise LtError(400, f"Invalid form data: {err}") from None
-        params.update({key: form.getlist(key)[-1] for key in form.keys()})
-    return params
+    try:
+        return await read_params(request)
+    except BadBody as err:
+        raise LtError(400, str(err)) from None
 
 
 def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
@@ -255,7 +243,7 @@ async def languages(service: Service) -> Response:
             targets.setdefault(pair.source, [])
             if pair.target not in targets[pair.source]:
                 targets[pair.source].append(pair.target)
-    body = [{"code": code, "name": _language_name(code), "targets": sorted(to)} for code, to in targets.items()]
+    body = [{"code": code, "name": language_name(code), "targets": sorted(to)} for code, to in targets.items()]
     return _response(200, body)
 
 
@@ -373,13 +361,3 @@ def _quote(name: str) -> str:
     from urllib.parse import quote
 
     return quote(name, safe="")
-
-
-def _language_name(code: str) -> str:
-    """English name of an ISO 639-1 code (lingua's table), else the code."""
-    try:
-        from lingua import IsoCode639_1, Language
-
-        return str(Language.from_iso_code_639_1(IsoCode639_1.from_str(code)).name).title()
-    except ValueError:
-        return code

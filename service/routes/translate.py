@@ -271,7 +271,7 @@ async def translate_file(
             f"{name} has {len(document.segments)} paragraphs and strings to translate; the limit is "
             f"{settings.max_queue} (MT_MAX_QUEUE): split the document",
         )
-    fields.update(document=name, segments=len(document.segments))
+    fields.update(document=name, segments=len(document.segments), chars=sum(len(s.text) for s in document.segments))
     done: list[tuple[str, Links]] = []
     step = settings.max_texts
     for start in range(0, len(document.segments), step):

@@ -173,8 +173,10 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         assert "the bound is 3" in error(s.client.post("/translate", json={"text": 5}), 503, "overloaded")
         lt = s.client.post("/libretranslate/translate", json={"q": "x", "source": "en", "target": "de"})
         assert lt.status_code == 503 and "the bound is 3" in lt.json()["error"] and lt.headers["retry-after"]
+        dl = s.client.post("/deepl/v2/translate", json={"text": ["x"], "target_lang": "DE"})
+        assert dl.status_code == 503 and "the bound is 3" in dl.json()["message"] and dl.headers["retry-after"]
         assert s.client.post("/detect", json={"text": "hello world"}).status_code != 503
-        assert 'mt_errors_total{reason="overloaded"} 3.0' in s.client.get("/metrics").text
+        assert 'mt_errors_total{reason="overloaded"} 4.0' in s.client.get("/metrics").text
         first.join()
         second.join()
         assert [r.status_code for r in done] == [200, 200]
@@ -202,6 +204,10 @@ def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_pa
         error(s.client.post("/translate", json={"text": 5}, headers=KEY), 503, "overloaded")
         lt = {"q": "x", "source": "en", "target": "de", "api_key": "client-key"}
         assert s.client.post("/libretranslate/translate", json=lt).status_code == 503
+        dl = {"text": ["x"], "target_lang": "DE"}
+        assert s.client.post("/deepl/v2/translate", json=dl).status_code == 403  # no key: told so, not refused early
+        right = {"Authorization": "DeepL-Auth-Key client-key"}
+        assert s.client.post("/deepl/v2/translate", json=dl, headers=right).status_code == 503
         for t in threads:
             t.join()
 

@@ -277,11 +277,12 @@ def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
     assert mid_run > 0, "no request joined a running set mid-run: the test did not test that"
 
 
-def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate(
+def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate_and_deepl(
     real: ProcessServer, real_bundle: Path, tiny_checkpoint: Path, tmp_path: Path
 ) -> None:
     """The tiny checkpoint exported a second time as a de->en model: one process serves both engines, routes by
-    language, answers LibreTranslate's client, and reloads one model while the other keeps translating."""
+    language, answers LibreTranslate's and DeepL's clients, and reloads one model while the other keeps translating."""
+    import deepl
     from libretranslatepy import LibreTranslateAPI
 
     from training.export import export_bundle
@@ -302,6 +303,8 @@ def test_two_real_models_in_one_process_route_reload_and_speak_libretranslate(
         lt = LibreTranslateAPI(two.url + "/libretranslate/")
         assert lt.translate(TEXTS[0], "de", "en") == alone[TEXTS[0]]
         assert [language["code"] for language in lt.languages()] == ["en", "de"]
+        dl = deepl.Translator("unused", server_url=two.url + "/deepl/")
+        assert dl.translate_text(TEXTS[0], source_lang="DE", target_lang="EN-GB").text == alone[TEXTS[0]]
 
         def keep_translating(i: int) -> str:
             return str(translate(two, TEXTS[i % len(TEXTS)], target_lang="de")["translations"][0]["text"])

@@ -1,0 +1,786 @@
+"""DeepL's API (v2) under /deepl/: tools and client libraries written for DeepL work with this server.
+
+Its field names, response shapes and status codes, as DeepL's API documentation and its Python client (``deepl``)
+have them: ``POST v2/translate`` (``text`` a list, ``source_lang`` optional: detected when absent, ``target_lang``
+with DeepL's regional codes ``EN-GB``/``EN-US``/``PT-BR``/``PT-PT`` read as the language, ``tag_handling: html``,
+``split_sentences``, ``glossary_id``/``glossary_ids``), ``v2/languages``, ``v2/usage``, glossaries
+(``v2/glossaries``, ``v2/glossary-language-pairs``: a glossary is the server's own, inference/glossary.py) and
+documents (``v2/document``: upload, status, result, for the files /translate/document takes). The key goes in
+``Authorization: DeepL-Auth-Key <MT_API_KEY>``; errors are ``{"message": ...}``. Behind it is the server's own
+/translate path: the same model choice, limits, batching and metrics.
+
+What DeepL offers and a plain translation model cannot is refused with a 400 that says so rather than ignored:
+``formality`` other than ``default``/``prefer_*``, ``tag_handling: xml``, ``ignore_tags``/``splitting_tags``/
+``non_splitting_tags``, style rules and translation memories. ``context`` and ``model_type`` are accepted and do
+nothing (the text is translated as it would be without them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import os
+import re
+import secrets
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePath
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+
+from core.documents import KINDS
+from inference.glossary import MAX_TERMS, Glossary, GlossaryError
+from service.deps import Service, ServiceState
+from service.detection import language_name
+from service.errors import ApiError
+from service.routes import translate as native
+from service.routes.params import BadBody, read_params
+from service.schemas import TranslateRequest
+
+router = APIRouter(prefix="/deepl/v2", tags=["DeepL-compatible"])
+
+REGIONS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
+"""The target codes DeepL's clients send for these languages (its client refuses a bare "EN" or "PT")."""
+NO_LIMIT = 1_000_000_000_000
+"""``character_limit`` in v2/usage: the figure DeepL reports for an account without a limit."""
+MAX_GLOSSARIES = 1000
+KEPT_DOCUMENTS = 64
+STATUS_WAIT_S = 1.0
+"""A status request waits this long for a document being translated (DeepL's clients ask again every 5 s)."""
+"""Documents kept for status and result, newest last; older ones are forgotten."""
+UNSUPPORTED = {
+    "ignore_tags": 'tags whose content stays untranslated: mark them translate="no" (tag_handling html)',
+    "splitting_tags": "splitting or non-splitting tags: with tag_handling html the block tags split sentences",
+    "non_splitting_tags": "splitting or non-splitting tags: with tag_handling html the block tags split sentences",
+    "style_id": "style rules",
+    "translation_memory_id": "translation memories",
+    "custom_instructions": "custom instructions",
+}
+
+
+class DeepLErrorBody(BaseModel):
+    message: str = Field(examples=["Value for 'target_lang' not supported."])
+
+
+class DeepLTranslation(BaseModel):
+    detected_source_language: str = Field(examples=["EN"])
+    text: str
+    billed_characters: int | None = Field(None, description="With show_billed_characters.")
+
+
+class DeepLTranslations(BaseModel):
+    translations: list[DeepLTranslation]
+
+
+class DeepLLanguage(BaseModel):
+    language: str = Field(examples=["DE"])
+    name: str = Field(examples=["German"])
+    supports_formality: bool | None = Field(None, description="Target languages only: always false here.")
+
+
+class DeepLUsage(BaseModel):
+    character_count: int = Field(description="Characters translated through this API since the server started.")
+    character_limit: int = Field(description=f"{NO_LIMIT}: no limit.")
+
+
+class DeepLGlossary(BaseModel):
+    glossary_id: str
+    name: str
+    ready: bool
+    source_lang: str = Field(examples=["en"])
+    target_lang: str = Field(examples=["de"])
+    creation_time: str = Field(examples=["2026-11-29T13:00:00.000Z"])
+    entry_count: int
+
+
+class DeepLGlossaries(BaseModel):
+    glossaries: list[DeepLGlossary]
+
+
+class DeepLPair(BaseModel):
+    source_lang: str
+    target_lang: str
+
+
+class DeepLPairs(BaseModel):
+    supported_languages: list[DeepLPair]
+
+
+class DeepLDocumentHandle(BaseModel):
+    document_id: str
+    document_key: str
+
+
+class DeepLDocumentStatus(BaseModel):
+    document_id: str
+    status: str = Field(description="queued, translating, done or error.")
+    seconds_remaining: int | None = None
+    billed_characters: int | None = Field(None, description="Once done.")
+    error_message: str | None = Field(None, description="With status error.")
+
+
+class DeepLError(Exception):
+    """An error in DeepL's shape: ``{"message": ...}`` with its status."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": DeepLErrorBody, "description": "DeepL's error shape."} for code in codes}
+
+
+def _body(fields: dict[str, Any], required: list[str], multipart: bool = False) -> dict[str, Any]:
+    """The documented request body: JSON or form-encoded (multipart for files), as DeepL takes."""
+    schema = {"type": "object", "properties": fields, "required": required}
+    kinds = ["multipart/form-data"] if multipart else ["application/json", "application/x-www-form-urlencoded"]
+    return {"requestBody": {"required": True, "content": {kind: {"schema": schema} for kind in kinds}}}
+
+
+_TEXTS = {"type": "array", "items": {"type": "string"}, "description": "Texts (form-encoded: text repeated)."}
+_SOURCE = {"type": "string", "description": "EN, DE, ...; detected when absent.", "example": "EN"}
+_TARGET = {"type": "string", "description": "DE, EN-GB, EN-US, ...", "example": "DE"}
+_GLOSSARY_ID = {"type": "string", "description": "A glossary of v2/glossaries (needs source_lang)."}
+_TRANSLATE_BODY = _body(
+    {
+        "text": _TEXTS,
+        "source_lang": _SOURCE,
+        "target_lang": _TARGET,
+        "tag_handling": {"type": "string", "enum": ["html"]},
+        "split_sentences": {"type": "string", "enum": ["0", "1", "nonewlines"], "default": "1"},
+        "glossary_id": _GLOSSARY_ID,
+        "glossary_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "formality": {"type": "string", "enum": ["default", "prefer_less", "prefer_more"]},
+        "show_billed_characters": {"type": "boolean"},
+        "preserve_formatting": {"type": "boolean", "description": "Accepted; whitespace is always kept."},
+        "context": {"type": "string", "description": "Accepted, not used."},
+    },
+    ["text", "target_lang"],
+)
+
+
+def _response(status: int, body: object, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _error(err: DeepLError | ApiError) -> JSONResponse:
+    # DeepL answers a bad request 400 (this API's validation errors are 422) and a wrong key 403
+    status = {401: 403, 415: 400, 422: 400}.get(err.status, err.status)
+    return _response(status, {"message": err.message}, err.headers)
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    try:
+        return await read_params(request, frozenset({"text", *UNSUPPORTED}))
+    except BadBody as err:
+        raise DeepLError(400, str(err)) from None
+
+
+def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
+    expected = service.settings.api_key
+    if expected is None:
+        return
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "deepl-auth-key":
+        key = params.get("auth_key") or request.headers.get("x-api-key") or ""  # DeepL's old field, this API's header
+    if not isinstance(key, str) or not key.strip():
+        raise DeepLError(403, "Authorization failure: send 'Authorization: DeepL-Auth-Key <the server's MT_API_KEY>'")
+    if not secrets.compare_digest(key.strip().encode(), expected.get_secret_value().encode()):
+        raise DeepLError(403, "Authorization failure: wrong key")
+
+
+def _language(params: dict[str, Any], name: str, required: bool) -> str | None:
+    """A DeepL language code as the ISO 639-1 code the models are named by: ``EN-US`` -> ``en``."""
+    value = params.get(name)
+    if value is None or value == "":
+        if required:
+            raise DeepLError(400, f"Parameter '{name}' not specified.")
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z]{2,3}(-[A-Za-z]{2,4})?", value.strip()):
+        raise DeepLError(400, f"Value for '{name}' not supported: {value!r} is not a language code like DE or EN-US")
+    return value.strip().split("-")[0].lower()
+
+
+def _texts(params: dict[str, Any]) -> list[str]:
+    texts = params.get("text")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not texts:
+        raise DeepLError(400, "Parameter 'text' not specified.")
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise DeepLError(400, "Parameter 'text' must be a list of strings.")
+    return texts
+
+
+def _flag(params: dict[str, Any], name: str) -> bool:
+    value = params.get(name)
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("1", "true"))
+
+
+def _format(params: dict[str, Any]) -> str:
+    tags = params.get("tag_handling")
+    if tags in (None, ""):
+        return "text"
+    if tags == "html":
+        return "html"
+    raise DeepLError(400, f"Value for 'tag_handling' not supported: {tags!r}; this server handles html")
+
+
+def _split(params: dict[str, Any]) -> bool:
+    value = str(params.get("split_sentences", "1")).strip().lower()
+    if value not in ("0", "1", "nonewlines", "false", "true"):
+        raise DeepLError(400, "Value for 'split_sentences' not supported: use 0, 1 or nonewlines")
+    return value not in ("0", "false")
+
+
+def _refuse_the_unsupported(params: dict[str, Any]) -> None:
+    formality = params.get("formality")
+    if formality not in (None, "", "default", "prefer_less", "prefer_more"):
+        raise DeepLError(
+            400,
+            f"'formality' {formality!r} is not supported for this target language: the model has no formality "
+            "control (use default, prefer_less or prefer_more)",
+        )
+    for name, what in UNSUPPORTED.items():
+        if params.get(name) not in (None, "", []):
+            raise DeepLError(400, f"Parameter '{name}' is not supported by this server ({what}).")
+
+
+def _request(texts: list[str], source: str, target: str, params: dict[str, Any], terms: dict[str, str] | None):
+    try:
+        return TranslateRequest(
+            text=texts,
+            source_lang=source,
+            target_lang=target,
+            format=_format(params),  # type: ignore[arg-type]
+            split_sentences=_split(params),
+            glossary=terms,
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "request"
+        names = {"text": "text", "source_lang": "source_lang", "target_lang": "target_lang", "glossary": "glossary"}
+        raise DeepLError(400, f"Invalid value for '{names.get(where.split('.')[0], where)}': {first['msg']}") from None
+
+
+@router.post(
+    "/translate",
+    summary="DeepL: translate text",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLTranslations}, **_errors(400, 403, 404, 413, 500, 503, 504)},
+    openapi_extra=_TRANSLATE_BODY,
+)
+async def translate(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        texts = _texts(params)
+        target = _language(params, "target_lang", required=True)
+        source = _language(params, "source_lang", required=False)
+        _refuse_the_unsupported(params)
+        terms = _glossary_terms(_state(request).glossaries, params, source, target)
+        body = _request(texts, source or "auto", target or "", params, terms)
+        done = await native.translate_texts(service, body, request.state.log_fields)
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    detected = (done.detected.language if done.detected else source) or done.model.source_language
+    _state(request).count(sum(len(t) for t in texts))
+    billed = _flag(params, "show_billed_characters")
+    translations = []
+    for source_text, out in zip(texts, done.texts, strict=True):
+        translation: dict[str, Any] = {"detected_source_language": detected.upper(), "text": out.text}
+        if billed:
+            translation["billed_characters"] = len(source_text)
+        translations.append(translation)
+    return _response(200, {"translations": translations})
+
+
+@router.api_route(
+    "/languages",
+    methods=["GET", "POST"],
+    summary="DeepL: the languages served",
+    response_class=JSONResponse,
+    responses={200: {"model": list[DeepLLanguage]}, **_errors(400, 403)},
+)
+async def languages(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        kind = params.get("type") or "source"
+        if kind not in ("source", "target"):
+            raise DeepLError(400, "Value for 'type' not supported: use source or target")
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    codes = sorted({getattr(pair, kind) for pair in _pairs(service)})
+    if kind == "source":
+        return _response(200, [{"language": code.upper(), "name": language_name(code)} for code in codes])
+    body = []
+    for code in codes:
+        for variant in REGIONS.get(code, (code.upper(),)):
+            name = language_name(code) + (f" ({variant.split('-')[1]})" if "-" in variant else "")
+            body.append({"language": variant, "name": name, "supports_formality": False})
+    return _response(200, body)
+
+
+@router.api_route(
+    "/usage",
+    methods=["GET", "POST"],
+    summary="DeepL: characters translated",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLUsage}, **_errors(403)},
+)
+async def usage(request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    return _response(200, {"character_count": _state(request).characters, "character_limit": NO_LIMIT})
+
+
+# -- glossaries ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredGlossary:
+    glossary_id: str
+    name: str
+    source_lang: str
+    target_lang: str
+    creation_time: str
+    entries: dict[str, str]
+
+    def info(self) -> dict[str, Any]:
+        fields = {k: v for k, v in asdict(self).items() if k != "entries"}
+        return {**fields, "ready": True, "entry_count": len(self.entries)}
+
+
+class GlossaryStore:
+    """The glossaries clients created, by id; kept as one JSON file each in ``directory`` when there is one
+    (MT_GLOSSARY_DIR: they outlive a restart), else in memory only."""
+
+    def __init__(self, directory: Path | None):
+        self.directory = directory
+        self._glossaries: dict[str, StoredGlossary] = {}
+        self._lock = threading.Lock()
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            for path in sorted(directory.glob("*.json")):
+                stored = StoredGlossary(**json.loads(path.read_text(encoding="utf-8")))
+                Glossary(stored.entries)  # a file edited by hand into something unusable stops the server
+                self._glossaries[stored.glossary_id] = stored
+
+    def __len__(self) -> int:
+        return len(self._glossaries)
+
+    def get(self, glossary_id: str) -> StoredGlossary | None:
+        return self._glossaries.get(glossary_id)
+
+    def all(self) -> list[StoredGlossary]:
+        with self._lock:
+            return sorted(self._glossaries.values(), key=lambda g: g.creation_time)
+
+    def add(self, glossary: StoredGlossary) -> None:
+        with self._lock:
+            if len(self._glossaries) >= MAX_GLOSSARIES:
+                raise DeepLError(400, f"This server keeps at most {MAX_GLOSSARIES} glossaries: delete one first.")
+            if self.directory is not None:
+                path = self.directory / f"{glossary.glossary_id}.json"
+                partial = path.with_suffix(".json.partial")
+                partial.write_text(json.dumps(asdict(glossary), ensure_ascii=False), encoding="utf-8")
+                os.replace(partial, path)
+            self._glossaries[glossary.glossary_id] = glossary
+
+    def remove(self, glossary_id: str) -> bool:
+        with self._lock:
+            if self._glossaries.pop(glossary_id, None) is None:
+                return False
+            if self.directory is not None:
+                (self.directory / f"{glossary_id}.json").unlink(missing_ok=True)
+            return True
+
+
+def parse_entries(text: str, entries_format: str) -> dict[str, str]:
+    """DeepL's glossary entries: ``source<TAB>target`` lines (tsv) or ``source,target`` rows (csv, quoted as CSV
+    is); blank lines skipped, terms stripped, a source term twice refused."""
+    if entries_format == "tsv":
+        rows = [line.split("\t") for line in text.splitlines()]
+    elif entries_format == "csv":
+        rows = list(csv.reader(io.StringIO(text)))
+    else:
+        raise DeepLError(400, f"Value for 'entries_format' not supported: {entries_format!r}; use tsv or csv")
+    entries: dict[str, str] = {}
+    for number, row in enumerate(rows, 1):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) not in (2, 4):  # DeepL's CSV may add the two language codes
+            separator = "a tab" if entries_format == "tsv" else "a comma"
+            raise DeepLError(400, f"Invalid glossary entries: entry {number} is not two terms separated by {separator}")
+        source, target = row[0].strip(), row[1].strip()
+        if source in entries:
+            raise DeepLError(400, f"Invalid glossary entries: entry {number} repeats the source term {source!r}")
+        entries[source] = target
+    if not entries:
+        raise DeepLError(400, "Invalid glossary entries: there are none")
+    return entries
+
+
+def _pairs(service: ServiceState) -> list[Any]:
+    models = service.models
+    return [pair for pair in map(models.pair_of, models.slots) if pair is not None]
+
+
+def _glossary(request: Request, glossary_id: str) -> StoredGlossary:
+    glossary = _state(request).glossaries.get(glossary_id)
+    if glossary is None:
+        raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
+    return glossary
+
+
+def _glossary_terms(
+    store: GlossaryStore, params: dict[str, Any], source: str | None, target: str | None
+) -> dict[str, str] | None:
+    """The entries of the request's glossary_id (or of its glossary_ids, in order, a later one winning)."""
+    ids = params.get("glossary_ids")
+    if isinstance(ids, str):
+        ids = [part.strip() for part in ids.split(",") if part.strip()]
+    one = params.get("glossary_id")
+    if one not in (None, ""):
+        if ids:
+            raise DeepLError(400, "Send 'glossary_id' or 'glossary_ids', not both.")
+        ids = [one]
+    if not ids:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 5:
+        raise DeepLError(400, "Value for 'glossary_ids' not supported: up to 5 glossary ids")
+    if source is None:
+        raise DeepLError(400, "Use of a glossary requires the 'source_lang' parameter to be set.")
+    terms: dict[str, str] = {}
+    for glossary_id in ids:
+        glossary = store.get(glossary_id)
+        if glossary is None:
+            raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
+        if (glossary.source_lang, glossary.target_lang) != (source, target):
+            raise DeepLError(
+                400,
+                f"The glossary {glossary_id!r} is for {glossary.source_lang}->{glossary.target_lang}, "
+                f"the request for {source}->{target}.",
+            )
+        terms.update(glossary.entries)
+    if len(terms) > MAX_TERMS:
+        raise DeepLError(400, f"The glossaries hold {len(terms)} entries together; the limit is {MAX_TERMS}.")
+    return terms
+
+
+@router.get(
+    "/glossary-language-pairs",
+    summary="DeepL: the language pairs a glossary can be made for",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLPairs}, **_errors(403)},
+)
+async def glossary_pairs(request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    pairs = sorted({(pair.source, pair.target) for pair in _pairs(service)})
+    return _response(200, {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in pairs]})
+
+
+@router.post(
+    "/glossaries",
+    summary="DeepL: create a glossary",
+    status_code=201,
+    response_class=JSONResponse,
+    responses={201: {"model": DeepLGlossary}, **_errors(400, 403)},
+    openapi_extra=_body(
+        {
+            "name": {"type": "string"},
+            "source_lang": _SOURCE,
+            "target_lang": _TARGET,
+            "entries": {"type": "string", "description": "source<TAB>target lines (tsv) or CSV rows."},
+            "entries_format": {"type": "string", "enum": ["tsv", "csv"], "default": "tsv"},
+        },
+        ["name", "source_lang", "target_lang", "entries"],
+    ),
+)
+async def create_glossary(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        name = params.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise DeepLError(400, "Parameter 'name' not specified.")
+        source = _language(params, "source_lang", required=True)
+        target = _language(params, "target_lang", required=True)
+        if (source, target) not in {(pair.source, pair.target) for pair in _pairs(service)}:
+            raise DeepLError(400, f"Unsupported glossary language pair: no model translates {source}->{target}.")
+        text = params.get("entries")
+        if not isinstance(text, str):
+            raise DeepLError(400, "Parameter 'entries' not specified.")
+        entries = parse_entries(text, str(params.get("entries_format") or "tsv"))
+        try:
+            Glossary(entries)
+        except GlossaryError as err:
+            raise DeepLError(400, f"Invalid glossary entries: {err}") from None
+        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        glossary = StoredGlossary(str(uuid.uuid4()), name.strip(), source or "", target or "", now, entries)
+        await asyncio.to_thread(_state(request).glossaries.add, glossary)
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    return _response(201, glossary.info())
+
+
+@router.get(
+    "/glossaries",
+    summary="DeepL: the glossaries",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLGlossaries}, **_errors(403)},
+)
+async def list_glossaries(request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    return _response(200, {"glossaries": [g.info() for g in _state(request).glossaries.all()]})
+
+
+@router.get(
+    "/glossaries/{glossary_id}",
+    summary="DeepL: a glossary",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLGlossary}, **_errors(403, 404)},
+)
+async def get_glossary(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+        return _response(200, _glossary(request, glossary_id).info())
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+
+
+@router.get(
+    "/glossaries/{glossary_id}/entries",
+    summary="DeepL: a glossary's entries, as tsv",
+    response_class=Response,
+    responses={200: {"content": {"text/tab-separated-values": {}}, "description": "The entries."}, **_errors(403, 404)},
+)
+async def glossary_entries(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+        glossary = _glossary(request, glossary_id)
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    body = "\n".join(f"{source}\t{target}" for source, target in glossary.entries.items())
+    return Response(body, media_type="text/tab-separated-values; charset=utf-8")
+
+
+@router.delete(
+    "/glossaries/{glossary_id}",
+    summary="DeepL: delete a glossary",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "Deleted."}, **_errors(403, 404)},
+)
+async def delete_glossary(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+        if not await asyncio.to_thread(_state(request).glossaries.remove, glossary_id):
+            raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    return Response(status_code=204)
+
+
+# -- documents ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Job:
+    """A document being translated in the background, and then its result."""
+
+    key: str
+    name: str
+    status: str = "queued"
+    characters: int = 0
+    result: bytes = b""
+    media_type: str = "application/octet-stream"
+    error: str | None = None
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+@router.post(
+    "/document",
+    summary="DeepL: upload a document to translate",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLDocumentHandle}, **_errors(400, 403, 413, 503)},
+    openapi_extra=_body(
+        {
+            "file": {"type": "string", "format": "binary"},
+            "source_lang": _SOURCE,
+            "target_lang": _TARGET,
+            "glossary_id": _GLOSSARY_ID,
+            "output_format": {"type": "string", "description": "Only the input's own."},
+        },
+        ["file", "target_lang"],
+        multipart=True,
+    ),
+)
+async def upload_document(request: Request, service: Service) -> Response:
+    try:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "multipart/form-data":
+            raise DeepLError(400, "Send the document as multipart/form-data with a 'file' field.")
+        params = await _params(request)
+        _check_key(service, request, params)
+        upload = params.get("file")
+        if upload is None or isinstance(upload, str) or not upload.filename:
+            raise DeepLError(400, "Parameter 'file' not specified.")
+        name = PurePath(upload.filename).name
+        suffix = PurePath(name).suffix.lower()
+        if suffix not in KINDS:
+            raise DeepLError(400, f"Invalid file type {suffix or name!r}: this server translates {', '.join(KINDS)}")
+        output = str(params.get("output_format") or suffix.lstrip(".")).lower().lstrip(".")
+        if f".{output}" != suffix:
+            raise DeepLError(400, f"Value for 'output_format' not supported: {output!r} (documents keep their type)")
+        target = _language(params, "target_lang", required=True)
+        source = _language(params, "source_lang", required=False)
+        _refuse_the_unsupported(params)
+        if source is not None:
+            service.models.pick(None, source, target)  # a pair no model serves is refused now, not at the status
+        terms = _glossary_terms(_state(request).glossaries, params, source, target)
+        options: dict[str, Any] = {"source_lang": source or "auto", "target_lang": target, "glossary": terms}
+        data = await upload.read()
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    document_id = uuid.uuid4().hex.upper()
+    job = _Job(key=secrets.token_hex(32).upper(), name=name)
+    state = _state(request)
+    state.add_job(document_id, job)
+    job.task = asyncio.create_task(_translate_document(service, state, job, data, options))
+    return _response(200, {"document_id": document_id, "document_key": job.key})
+
+
+async def _translate_document(
+    service: ServiceState, state: DeepLState, job: _Job, data: bytes, options: dict[str, Any]
+) -> None:
+    job.status = "translating"
+    fields: dict[str, Any] = {}
+    try:
+        job.result, job.media_type = await native.translate_file(service, job.name, data, options, fields)
+    except ApiError as err:
+        job.status, job.error = "error", err.message
+        return
+    except Exception as err:  # the job's status says what went wrong; nothing is raised into the event loop
+        job.status, job.error = "error", f"the document could not be translated: {err}"
+        return
+    job.characters = int(fields.get("chars", 0))
+    state.count(job.characters)
+    job.status = "done"
+
+
+async def _job(request: Request, service: ServiceState, document_id: str) -> _Job:
+    params = await _params(request)
+    _check_key(service, request, params)
+    job = _state(request).job(document_id)
+    if job is None:
+        raise DeepLError(404, f"Document not found: {document_id!r} (the last {KEPT_DOCUMENTS} documents are kept)")
+    key = params.get("document_key")
+    if not isinstance(key, str) or not secrets.compare_digest(key.encode(), job.key.encode()):
+        raise DeepLError(403, "Invalid 'document_key' for this document.")
+    return job
+
+
+@router.post(
+    "/document/{document_id}",
+    summary="DeepL: a document's status",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLDocumentStatus}, **_errors(400, 403, 404)},
+    openapi_extra=_body({"document_key": {"type": "string"}}, ["document_key"]),
+)
+async def document_status(document_id: str, request: Request, service: Service) -> Response:
+    try:
+        job = await _job(request, service, document_id)
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    if job.task is not None and not job.task.done():  # a short document is done by then: no 5 s poll for it
+        await asyncio.wait({job.task}, timeout=STATUS_WAIT_S)
+    body: dict[str, Any] = {"document_id": document_id, "status": job.status}
+    if job.status == "done":
+        body["billed_characters"] = job.characters
+    elif job.status == "error":
+        body["error_message"] = job.error
+    return _response(200, body)
+
+
+@router.post(
+    "/document/{document_id}/result",
+    summary="DeepL: a translated document",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "The file."},
+        **_errors(403, 404, 503),
+    },
+    openapi_extra=_body({"document_key": {"type": "string"}}, ["document_key"]),
+)
+async def document_result(document_id: str, request: Request, service: Service) -> Response:
+    try:
+        job = await _job(request, service, document_id)
+        if job.status == "error":
+            raise DeepLError(400, f"The document was not translated: {job.error}")
+        if job.status != "done":
+            raise DeepLError(503, "Document not ready: ask for its status until it is done.")
+    except (DeepLError, ApiError) as err:
+        return _error(err)
+    quoted = _quote(job.name)
+    return Response(
+        job.result, media_type=job.media_type, headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"}
+    )
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+# -- the API's state ------------------------------------------------------------------------------------------
+
+
+class DeepLState:
+    """What the DeepL API keeps: glossaries, documents, and the characters translated (v2/usage)."""
+
+    def __init__(self, glossary_dir: Path | None):
+        self.glossaries = GlossaryStore(glossary_dir)
+        self.characters = 0
+        self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, characters: int) -> None:
+        with self._lock:
+            self.characters += characters
+
+    def add_job(self, document_id: str, job: _Job) -> None:
+        with self._lock:
+            self._jobs[document_id] = job
+            while len(self._jobs) > KEPT_DOCUMENTS:
+                self._jobs.popitem(last=False)
+
+    def job(self, document_id: str) -> _Job | None:
+        with self._lock:
+            return self._jobs.get(document_id)
+
+
+def _state(request: Request) -> DeepLState:
+    state: DeepLState = request.app.state.deepl
+    return state

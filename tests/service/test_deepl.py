@@ -1,0 +1,221 @@
+"""/deepl/: DeepL's API shape, through DeepL's own Python client (``deepl``) and with the request shapes of DeepL's
+API documentation (JSON, form-encoded with ``text`` repeated, multipart documents). The fake engine reverses each
+sentence's words behind a ""/"en:" prefix and aligns target word t to source word n-1-t."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import deepl
+import pytest
+
+from service.app import create_app
+from service.models import ConfigurationError
+from testkit.fake_engine import FakeLoader, write_fake_bundle
+from tests.service.servers import ThreadServer, settings_for, thread_server
+
+ENGLISH = "The file could not be saved because the disk is full."
+GERMAN = "Die Datei konnte nicht gespeichert werden, weil der Datenträger voll ist."
+
+
+def _bundles(root: Path) -> list[Path]:
+    return [
+        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
+        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
+    bundles = _bundles(tmp_path_factory.mktemp("deepl"))
+    with thread_server(settings_for(bundles[0], bundles=bundles), FakeLoader()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def translator(server: ThreadServer) -> deepl.Translator:
+    return deepl.Translator("any-key", server_url=server.url + "/deepl/")
+
+
+def test_the_deepl_client_translates_detects_and_lists_languages(translator: deepl.Translator) -> None:
+    result = translator.translate_text("a b", source_lang="EN", target_lang="DE")
+    assert (result.text, result.detected_source_lang, result.billed_characters) == ("b a", "EN", 3)
+    results = translator.translate_text(["eins zwei", "drei"], target_lang="EN-US")  # no source: detected
+    assert [r.text for r in results] == ["en:zwei eins", "en:drei"]
+    assert {r.detected_source_lang for r in results} == {"DE"}
+    assert translator.translate_text(ENGLISH, target_lang="de").detected_source_lang == "EN"
+    assert [(lang.code, lang.name) for lang in translator.get_source_languages()] == [
+        ("DE", "German"),
+        ("EN", "English"),
+    ]
+    targets = translator.get_target_languages()
+    assert [lang.code for lang in targets] == ["DE", "EN-GB", "EN-US"]
+    assert not any(lang.supports_formality for lang in targets)
+    usage = translator.get_usage()
+    assert usage.character.count >= len("a beins zweidrei" + ENGLISH) and not usage.any_limit_reached
+
+
+def test_html_keeps_its_markup(translator: deepl.Translator) -> None:
+    result = translator.translate_text(
+        "<p>Click <b>Save</b> now</p>", source_lang="EN", target_lang="DE", tag_handling="html"
+    )
+    assert result.text == "<p>now <b>Save</b> Click</p>"
+    with pytest.raises(deepl.DeepLException, match="tag_handling"):
+        translator.translate_text("<x>a</x>", source_lang="EN", target_lang="DE", tag_handling="xml")
+
+
+def test_split_sentences_0_translates_a_text_as_one_sentence(translator: deepl.Translator) -> None:
+    assert translator.translate_text("a b. c d.", source_lang="EN", target_lang="DE").text == "b. a d. c"
+    whole = translator.translate_text("a b. c d.", source_lang="EN", target_lang="DE", split_sentences="0")
+    assert whole.text == "d. c b. a"
+
+
+def test_glossaries_are_created_used_listed_and_deleted(translator: deepl.Translator) -> None:
+    assert [(p.source_lang, p.target_lang) for p in translator.get_glossary_languages()] == [
+        ("de", "en"),
+        ("en", "de"),
+    ]
+    glossary = translator.create_glossary("IT terms", "EN", "DE", {"password": "Kennwort", "hard disk": "Festplatte"})
+    assert (glossary.name, glossary.source_lang, glossary.target_lang, glossary.entry_count) == (
+        "IT terms",
+        "EN",
+        "DE",
+        2,
+    )
+    assert glossary.ready
+    result = translator.translate_text("alpha password beta", source_lang="EN", target_lang="DE", glossary=glossary)
+    assert result.text == "beta Kennwort alpha"
+    assert translator.translate_text("alpha password beta", source_lang="EN", target_lang="DE").text == (
+        "beta password alpha"
+    )
+    assert translator.get_glossary_entries(glossary) == {"password": "Kennwort", "hard disk": "Festplatte"}
+    assert glossary.glossary_id in [g.glossary_id for g in translator.list_glossaries()]
+    assert translator.get_glossary(glossary.glossary_id).entry_count == 2
+    with pytest.raises(ValueError, match="source_lang and target_lang must match"):  # the client checks this one
+        translator.translate_text("a", source_lang="DE", target_lang="EN-US", glossary=glossary)
+    translator.delete_glossary(glossary)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        translator.get_glossary(glossary.glossary_id)
+    with pytest.raises(deepl.DeepLException, match="Glossary not found"):
+        translator.translate_text("a", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id)
+
+
+def test_a_glossary_from_csv_and_one_for_a_pair_not_served(server: ThreadServer, translator: deepl.Translator) -> None:
+    glossary = translator.create_glossary_from_csv("csv", "DE", "EN", '"Kennwort",password\nDatei,"file, the"\n')
+    assert translator.get_glossary_entries(glossary) == {"Kennwort": "password", "Datei": "file, the"}
+    with pytest.raises(deepl.DeepLException, match="no model translates en->fr"):
+        translator.create_glossary("fr", "EN", "FR", {"a": "b"})
+    r = server.client.post(
+        "/deepl/v2/glossaries",
+        json={"name": "bad", "source_lang": "en", "target_lang": "de", "entries": "one\ttwo\nthree"},
+    )
+    assert r.status_code == 400 and "entry 2 is not two terms" in r.json()["message"]
+    translator.delete_glossary(glossary)
+
+
+def test_a_document_is_uploaded_translated_and_downloaded(translator: deepl.Translator, tmp_path: Path) -> None:
+    source, out = tmp_path / "notes.txt", tmp_path / "notes.de.txt"
+    source.write_text("a b\nc d e\n\nalpha password\n", encoding="utf-8")
+    glossary = translator.create_glossary("doc", "EN", "DE", {"password": "Kennwort"})
+    status = translator.translate_document_from_filepath(
+        source, out, source_lang="EN", target_lang="DE", glossary=glossary
+    )
+    assert status.done and status.billed_characters == len("a bc d ealpha password")
+    assert out.read_text(encoding="utf-8") == "b a\ne d c\n\nKennwort alpha\n"
+    page = io.BytesIO()
+    translator.translate_document(
+        b"<p>Click <b>Save</b> now</p>", page, target_lang="DE", filename="p.html"
+    )
+    assert page.getvalue() == b"<p>now <b>Save</b> Click</p>"
+    with pytest.raises(deepl.DeepLException, match="Invalid file type"):
+        translator.translate_document_upload(b"x", target_lang="DE", filename="slides.pptx")
+    with pytest.raises(deepl.DeepLException, match="no model translates en"):
+        translator.translate_document_upload(b"a", source_lang="EN", target_lang="FR", filename="a.txt")
+    translator.delete_glossary(glossary)
+
+
+def test_document_status_needs_its_key(server: ThreadServer) -> None:
+    r = server.client.post(
+        "/deepl/v2/document", data={"target_lang": "DE"}, files={"file": ("a.txt", b"a b", "text/plain")}
+    )
+    handle = r.json()
+    assert set(handle) == {"document_id", "document_key"}
+    r = server.client.post(f"/deepl/v2/document/{handle['document_id']}", json={"document_key": "wrong"})
+    assert r.status_code == 403 and "document_key" in r.json()["message"]
+    r = server.client.post("/deepl/v2/document/NOPE", json={"document_key": handle["document_key"]})
+    assert r.status_code == 404
+
+
+def test_form_encoded_bodies_with_text_repeated(server: ThreadServer) -> None:
+    r = server.client.post(
+        "/deepl/v2/translate",
+        data={"text": ["a b", "c"], "source_lang": "EN", "target_lang": "DE"},
+        headers={"Authorization": "DeepL-Auth-Key whatever"},
+    )
+    assert r.json() == {
+        "translations": [
+            {"detected_source_language": "EN", "text": "b a"},
+            {"detected_source_language": "EN", "text": "c"},
+        ]
+    }
+    r = server.client.get("/deepl/v2/languages", params={"type": "target"})
+    assert [lang["language"] for lang in r.json()] == ["DE", "EN-GB", "EN-US"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"target_lang": "DE"}, "'text' not specified"),
+        ({"text": ["a"]}, "'target_lang' not specified"),
+        ({"text": "a", "target_lang": "FR"}, "no model translates"),
+        ({"text": ["a"], "target_lang": "DE", "source_lang": "e n"}, "not a language code"),
+        ({"text": [1], "target_lang": "DE"}, "list of strings"),
+        ({"text": ["a"], "target_lang": "DE", "formality": "more"}, "no formality control"),
+        ({"text": ["a"], "target_lang": "DE", "ignore_tags": ["x"]}, "'ignore_tags' is not supported"),
+        ({"text": ["a"], "target_lang": "DE", "split_sentences": "2"}, "split_sentences"),
+        ({"text": ["a"], "target_lang": "DE", "glossary_id": "x"}, "requires the 'source_lang'"),
+        ({"text": ["a"], "target_lang": "DE", "source_lang": "EN", "glossary_id": "x"}, "Glossary not found"),
+    ],
+)
+def test_errors_have_deepls_shape(server: ThreadServer, body: dict[str, object], message: str) -> None:
+    r = server.client.post("/deepl/v2/translate", json=body)
+    assert r.status_code in (400, 404) and set(r.json()) == {"message"}, r.text
+    assert message in r.json()["message"]
+
+
+def test_the_key_is_asked_for_as_deepl_does(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "en-de")
+    with thread_server(settings_for(bundle, api_key="k3y"), FakeLoader()) as s:
+        with pytest.raises(deepl.AuthorizationException):
+            deepl.Translator("wrong", server_url=s.url + "/deepl/").translate_text("a b", target_lang="DE")
+        with pytest.raises(deepl.AuthorizationException):
+            deepl.Translator("wrong", server_url=s.url + "/deepl/").get_usage()
+        assert (
+            deepl.Translator("k3y", server_url=s.url + "/deepl/").translate_text("a b", target_lang="DE").text == "b a"
+        )
+        r = s.client.post("/deepl/v2/translate", json={"text": ["a"], "target_lang": "DE"})
+        assert r.status_code == 403 and "DeepL-Auth-Key" in r.json()["message"]
+
+
+def test_glossaries_outlive_a_restart_with_a_glossary_dir(tmp_path: Path) -> None:
+    bundles, kept = _bundles(tmp_path), tmp_path / "glossaries"
+    settings = settings_for(bundles[0], bundles=bundles, glossary_dir=kept)
+    with thread_server(settings, FakeLoader()) as s:
+        created = deepl.Translator("k", server_url=s.url + "/deepl/").create_glossary(
+            "t", "EN", "DE", {"password": "Kennwort"}
+        )
+    with thread_server(settings, FakeLoader()) as s:
+        translator = deepl.Translator("k", server_url=s.url + "/deepl/")
+        assert translator.get_glossary(created.glossary_id).name == "t"
+        result = translator.translate_text("my password here", source_lang="EN", target_lang="DE", glossary=created)
+        assert result.text == "here Kennwort my"
+        translator.delete_glossary(created)
+    assert not list(kept.iterdir())
+    (kept / "broken.json").write_text(
+        '{"glossary_id": "x", "name": "n", "source_lang": "en", "target_lang": "de", '
+        '"creation_time": "2026-01-01T00:00:00.000Z", "entries": {"": "leer"}}'
+    )
+    with pytest.raises(ConfigurationError, match="MT_GLOSSARY_DIR .*need a word"):
+        create_app(settings, engine_loader=FakeLoader())
