@@ -148,9 +148,13 @@ def _body(fields: dict[str, Any], required: list[str], multipart: bool = False) 
     return {"requestBody": {"required": True, "content": {kind: {"schema": schema} for kind in kinds}}}
 
 
-_TEXTS = {"type": "array", "items": {"type": "string"}, "description": "Texts (form-encoded: text repeated)."}
+_TEXTS = {
+    "oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],
+    "description": "Texts (form-encoded: text repeated).",
+}
 _SOURCE = {"type": "string", "description": "EN, DE, ...; detected when absent.", "example": "EN"}
 _TARGET = {"type": "string", "description": "DE, EN-GB, EN-US, ...", "example": "DE"}
+_BOOLEAN = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["0", "1", "true", "false"]}]}
 _GLOSSARY_ID = {"type": "string", "description": "A glossary of v2/glossaries (needs source_lang)."}
 _TRANSLATE_BODY = _body(
     {
@@ -158,12 +162,18 @@ _TRANSLATE_BODY = _body(
         "source_lang": _SOURCE,
         "target_lang": _TARGET,
         "tag_handling": {"type": "string", "enum": ["html"]},
-        "split_sentences": {"type": "string", "enum": ["0", "1", "nonewlines"], "default": "1"},
+        "split_sentences": {
+            "oneOf": [{"type": "string", "enum": ["0", "1", "nonewlines"]}, {"type": "integer", "enum": [0, 1]}],
+            "default": "1",
+        },
         "glossary_id": _GLOSSARY_ID,
-        "glossary_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "glossary_ids": {
+            "oneOf": [{"type": "array", "items": {"type": "string"}, "maxItems": 5}, {"type": "string"}],
+            "description": "Up to 5 glossaries, a list or comma-separated.",
+        },
         "formality": {"type": "string", "enum": ["default", "prefer_less", "prefer_more"]},
-        "show_billed_characters": {"type": "boolean"},
-        "preserve_formatting": {"type": "boolean", "description": "Accepted; whitespace is always kept."},
+        "show_billed_characters": _BOOLEAN,
+        "preserve_formatting": {**_BOOLEAN, "description": "Accepted; whitespace is always kept."},
         "context": {"type": "string", "description": "Accepted, not used."},
     },
     ["text", "target_lang"],
@@ -182,9 +192,13 @@ def _error(err: DeepLError | ApiError) -> JSONResponse:
 
 async def _params(request: Request) -> dict[str, Any]:
     try:
-        return await read_params(request, frozenset({"text", *UNSUPPORTED}))
+        params = await read_params(request, frozenset({"text", *UNSUPPORTED}))
     except BadBody as err:
         raise DeepLError(400, str(err)) from None
+    empty = next((name for name, value in params.items() if value is None), None)
+    if empty is not None:  # a field is given a value or left out, as DeepL's clients do
+        raise DeepLError(400, f"Value for '{empty}' not supported: null")
+    return params
 
 
 def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
@@ -224,8 +238,22 @@ def _texts(params: dict[str, Any]) -> list[str]:
 
 
 def _flag(params: dict[str, Any], name: str) -> bool:
+    """A boolean field: JSON's true/false, or a form's 1/0/true/false."""
     value = params.get(name)
-    return value is True or (isinstance(value, str) and value.strip().lower() in ("1", "true"))
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("0", "1", "true", "false"):
+        return value.strip().lower() in ("1", "true")
+    raise DeepLError(400, f"Value for '{name}' not supported: send true or false")
+
+
+def _check_types(params: dict[str, Any]) -> None:
+    """The fields accepted without effect must still be what DeepL documents them to be."""
+    for name in ("show_billed_characters", "preserve_formatting", "outline_detection"):
+        _flag(params, name)
+    for name in ("context", "model_type"):
+        if params.get(name) is not None and not isinstance(params[name], str):
+            raise DeepLError(400, f"Value for '{name}' not supported: send a string")
 
 
 def _format(params: dict[str, Any]) -> str:
@@ -238,13 +266,14 @@ def _format(params: dict[str, Any]) -> str:
 
 
 def _split(params: dict[str, Any]) -> bool:
-    value = str(params.get("split_sentences", "1")).strip().lower()
-    if value not in ("0", "1", "nonewlines", "false", "true"):
+    value = params.get("split_sentences", "1")
+    if isinstance(value, bool) or str(value).strip().lower() not in ("0", "1", "nonewlines"):
         raise DeepLError(400, "Value for 'split_sentences' not supported: use 0, 1 or nonewlines")
-    return value not in ("0", "false")
+    return str(value).strip() != "0"
 
 
 def _refuse_the_unsupported(params: dict[str, Any]) -> None:
+    _check_types(params)
     formality = params.get("formality")
     if formality not in (None, "", "default", "prefer_less", "prefer_more"):
         raise DeepLError(
@@ -257,7 +286,9 @@ def _refuse_the_unsupported(params: dict[str, Any]) -> None:
             raise DeepLError(400, f"Parameter '{name}' is not supported by this server ({what}).")
 
 
-def _request(texts: list[str], source: str, target: str, params: dict[str, Any], terms: dict[str, str] | None):
+def _request(
+    texts: list[str], source: str, target: str, params: dict[str, Any], terms: dict[str, str] | None
+) -> TranslateRequest:
     try:
         return TranslateRequest(
             text=texts,
@@ -306,18 +337,30 @@ async def translate(request: Request, service: Service) -> Response:
     return _response(200, {"translations": translations})
 
 
-@router.api_route(
-    "/languages",
-    methods=["GET", "POST"],
-    summary="DeepL: the languages served",
-    response_class=JSONResponse,
-    responses={200: {"model": list[DeepLLanguage]}, **_errors(400, 403)},
-)
+_LANGUAGES: dict[str, Any] = {
+    "summary": "DeepL: the languages served",
+    "response_class": JSONResponse,
+    "responses": {200: {"model": list[DeepLLanguage]}, **_errors(400, 403)},
+    "openapi_extra": {
+        "parameters": [
+            {
+                "name": "type",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "enum": ["source", "target"]},
+            }
+        ]
+    },
+}
+
+
+@router.get("/languages", operation_id="deepl_languages", **_LANGUAGES)
+@router.post("/languages", operation_id="deepl_languages_post", **_LANGUAGES)
 async def languages(request: Request, service: Service) -> Response:
     try:
         params = await _params(request)
         _check_key(service, request, params)
-        kind = params.get("type") or "source"
+        kind = params.get("type", "source")
         if kind not in ("source", "target"):
             raise DeepLError(400, "Value for 'type' not supported: use source or target")
     except (DeepLError, ApiError) as err:
@@ -333,13 +376,15 @@ async def languages(request: Request, service: Service) -> Response:
     return _response(200, body)
 
 
-@router.api_route(
-    "/usage",
-    methods=["GET", "POST"],
-    summary="DeepL: characters translated",
-    response_class=JSONResponse,
-    responses={200: {"model": DeepLUsage}, **_errors(403)},
-)
+_USAGE: dict[str, Any] = {
+    "summary": "DeepL: characters translated",
+    "response_class": JSONResponse,
+    "responses": {200: {"model": DeepLUsage}, **_errors(400, 403)},
+}
+
+
+@router.get("/usage", operation_id="deepl_usage", **_USAGE)
+@router.post("/usage", operation_id="deepl_usage_post", **_USAGE)
 async def usage(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
@@ -451,18 +496,20 @@ def _glossary_terms(
     store: GlossaryStore, params: dict[str, Any], source: str | None, target: str | None
 ) -> dict[str, str] | None:
     """The entries of the request's glossary_id (or of its glossary_ids, in order, a later one winning)."""
-    ids = params.get("glossary_ids")
+    ids = params.get("glossary_ids", [])
     if isinstance(ids, str):
         ids = [part.strip() for part in ids.split(",") if part.strip()]
-    one = params.get("glossary_id")
-    if one not in (None, ""):
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 5:
+        raise DeepLError(400, "Value for 'glossary_ids' not supported: up to 5 glossary ids")
+    one = params.get("glossary_id", "")
+    if not isinstance(one, str):
+        raise DeepLError(400, "Value for 'glossary_id' not supported: send a glossary's id")
+    if one:
         if ids:
             raise DeepLError(400, "Send 'glossary_id' or 'glossary_ids', not both.")
         ids = [one]
     if not ids:
         return None
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 5:
-        raise DeepLError(400, "Value for 'glossary_ids' not supported: up to 5 glossary ids")
     if source is None:
         raise DeepLError(400, "Use of a glossary requires the 'source_lang' parameter to be set.")
     terms: dict[str, str] = {}
@@ -486,7 +533,7 @@ def _glossary_terms(
     "/glossary-language-pairs",
     summary="DeepL: the language pairs a glossary can be made for",
     response_class=JSONResponse,
-    responses={200: {"model": DeepLPairs}, **_errors(403)},
+    responses={200: {"model": DeepLPairs}, **_errors(400, 403)},
 )
 async def glossary_pairs(request: Request, service: Service) -> Response:
     try:
@@ -545,7 +592,7 @@ async def create_glossary(request: Request, service: Service) -> Response:
     "/glossaries",
     summary="DeepL: the glossaries",
     response_class=JSONResponse,
-    responses={200: {"model": DeepLGlossaries}, **_errors(403)},
+    responses={200: {"model": DeepLGlossaries}, **_errors(400, 403)},
 )
 async def list_glossaries(request: Request, service: Service) -> Response:
     try:
@@ -559,7 +606,7 @@ async def list_glossaries(request: Request, service: Service) -> Response:
     "/glossaries/{glossary_id}",
     summary="DeepL: a glossary",
     response_class=JSONResponse,
-    responses={200: {"model": DeepLGlossary}, **_errors(403, 404)},
+    responses={200: {"model": DeepLGlossary}, **_errors(400, 403, 404)},
 )
 async def get_glossary(glossary_id: str, request: Request, service: Service) -> Response:
     try:
@@ -573,7 +620,10 @@ async def get_glossary(glossary_id: str, request: Request, service: Service) -> 
     "/glossaries/{glossary_id}/entries",
     summary="DeepL: a glossary's entries, as tsv",
     response_class=Response,
-    responses={200: {"content": {"text/tab-separated-values": {}}, "description": "The entries."}, **_errors(403, 404)},
+    responses={
+        200: {"content": {"text/tab-separated-values": {}}, "description": "The entries."},
+        **_errors(400, 403, 404),
+    },
 )
 async def glossary_entries(glossary_id: str, request: Request, service: Service) -> Response:
     try:
@@ -590,7 +640,7 @@ async def glossary_entries(glossary_id: str, request: Request, service: Service)
     summary="DeepL: delete a glossary",
     status_code=204,
     response_class=Response,
-    responses={204: {"description": "Deleted."}, **_errors(403, 404)},
+    responses={204: {"description": "Deleted."}, **_errors(400, 403, 404)},
 )
 async def delete_glossary(glossary_id: str, request: Request, service: Service) -> Response:
     try:
@@ -729,7 +779,7 @@ async def document_status(document_id: str, request: Request, service: Service) 
     response_class=Response,
     responses={
         200: {"content": {"application/octet-stream": {}}, "description": "The file."},
-        **_errors(403, 404, 503),
+        **_errors(400, 403, 404, 503),
     },
     openapi_extra=_body({"document_key": {"type": "string"}}, ["document_key"]),
 )

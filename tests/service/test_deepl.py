@@ -125,9 +125,7 @@ def test_a_document_is_uploaded_translated_and_downloaded(translator: deepl.Tran
     assert status.done and status.billed_characters == len("a bc d ealpha password")
     assert out.read_text(encoding="utf-8") == "b a\ne d c\n\nKennwort alpha\n"
     page = io.BytesIO()
-    translator.translate_document(
-        b"<p>Click <b>Save</b> now</p>", page, target_lang="DE", filename="p.html"
-    )
+    translator.translate_document(b"<p>Click <b>Save</b> now</p>", page, target_lang="DE", filename="p.html")
     assert page.getvalue() == b"<p>now <b>Save</b> Click</p>"
     with pytest.raises(deepl.DeepLException, match="Invalid file type"):
         translator.translate_document_upload(b"x", target_lang="DE", filename="slides.pptx")
