@@ -159,6 +159,8 @@ def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         message = str(err.detail)
         if err.status_code in (404, 405):
             message = f"{message}: {request.method} {request.url.path}; the API is listed at /docs"
+            if request.url.path.startswith(("/v2/", "/v3/")):  # a DeepL client given the server's bare URL
+                message += "; DeepL's API is under /deepl/v2/: a DeepL client's server_url ends in /deepl/"
         return error_response(request_id(request), err.status_code, code, message, headers=headers)
 
     for kind in (

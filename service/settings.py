@@ -232,7 +232,8 @@ class Settings(BaseSettings):
     glossary_dir: Path | None = Field(
         None,
         description="Where the glossaries clients create through the DeepL API (POST /deepl/v2/glossaries) are kept, "
-        "one JSON file each, so that they outlive a restart; unset: in memory only (docs/service.md#deepls-api).",
+        "one JSON file each, so that they outlive a restart and replicas sharing the directory see each other's; "
+        "unset: in memory only (docs/service.md#deepls-api).",
     )
 
     api_key: SecretStr | None = Field(None, description="If set, /translate requires header X-API-Key with it.")

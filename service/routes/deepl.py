@@ -53,6 +53,8 @@ NO_LIMIT = 1_000_000_000_000
 """``character_limit`` in v2/usage: the figure DeepL reports for an account without a limit."""
 MAX_GLOSSARIES = 1000
 KEPT_DOCUMENTS = 64
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A glossary id (uuid4): nothing else names a file in MT_GLOSSARY_DIR."""
 STATUS_WAIT_S = 1.0
 """A status request waits this long for a document being translated (DeepL's clients ask again every 5 s)."""
 """Documents kept for status and result, newest last; older ones are forgotten."""
@@ -411,45 +413,86 @@ class StoredGlossary:
 
 
 class GlossaryStore:
-    """The glossaries clients created, by id; kept as one JSON file each in ``directory`` when there is one
-    (MT_GLOSSARY_DIR: they outlive a restart), else in memory only."""
+    """The glossaries clients created, by id. With ``directory`` (MT_GLOSSARY_DIR) the directory is the truth: one
+    JSON file per glossary, written before the answer and read again when it changes, so glossaries outlive a restart
+    and replicas sharing the directory see each other's; without one, they live in memory."""
 
     def __init__(self, directory: Path | None):
         self.directory = directory
         self._glossaries: dict[str, StoredGlossary] = {}
+        self._read_at: dict[str, int] = {}
+        """A file's modification time when it was read (files are replaced whole, never edited in place)."""
         self._lock = threading.Lock()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
             for path in sorted(directory.glob("*.json")):
-                stored = StoredGlossary(**json.loads(path.read_text(encoding="utf-8")))
-                Glossary(stored.entries)  # a file edited by hand into something unusable stops the server
-                self._glossaries[stored.glossary_id] = stored
+                self._read(path)  # a file edited by hand into something unusable stops the server, named
+
+    def _read(self, path: Path) -> StoredGlossary:
+        modified = path.stat().st_mtime_ns
+        if self._read_at.get(path.stem) == modified:
+            return self._glossaries[path.stem]
+        try:
+            stored = StoredGlossary(**json.loads(path.read_text(encoding="utf-8")))
+            if stored.glossary_id != path.stem:
+                raise ValueError(f"the file holds glossary {stored.glossary_id!r}")
+            Glossary(stored.entries)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path.name}: {err}") from None
+        self._glossaries[path.stem], self._read_at[path.stem] = stored, modified
+        return stored
+
+    def _forget(self, glossary_id: str) -> None:
+        self._glossaries.pop(glossary_id, None)
+        self._read_at.pop(glossary_id, None)
 
     def __len__(self) -> int:
-        return len(self._glossaries)
+        return len(self.all())
 
     def get(self, glossary_id: str) -> StoredGlossary | None:
-        return self._glossaries.get(glossary_id)
+        with self._lock:
+            if self.directory is None:
+                return self._glossaries.get(glossary_id)
+            if not _ID.fullmatch(glossary_id):
+                return None
+            try:
+                return self._read(self.directory / f"{glossary_id}.json")
+            except FileNotFoundError:
+                self._forget(glossary_id)
+                return None
 
     def all(self) -> list[StoredGlossary]:
         with self._lock:
+            if self.directory is not None:
+                present = set()
+                for path in self.directory.glob("*.json"):
+                    try:
+                        self._read(path)
+                        present.add(path.stem)
+                    except (OSError, ValueError):  # deleted meanwhile, or not one of ours: not listed
+                        continue
+                for gone in set(self._glossaries) - present:
+                    self._forget(gone)
             return sorted(self._glossaries.values(), key=lambda g: g.creation_time)
 
     def add(self, glossary: StoredGlossary) -> None:
+        if len(self) >= MAX_GLOSSARIES:
+            raise DeepLError(400, f"This server keeps at most {MAX_GLOSSARIES} glossaries: delete one first.")
         with self._lock:
-            if len(self._glossaries) >= MAX_GLOSSARIES:
-                raise DeepLError(400, f"This server keeps at most {MAX_GLOSSARIES} glossaries: delete one first.")
             if self.directory is not None:
                 path = self.directory / f"{glossary.glossary_id}.json"
                 partial = path.with_suffix(".json.partial")
                 partial.write_text(json.dumps(asdict(glossary), ensure_ascii=False), encoding="utf-8")
                 os.replace(partial, path)
-            self._glossaries[glossary.glossary_id] = glossary
+                self._read(path)
+            else:
+                self._glossaries[glossary.glossary_id] = glossary
 
     def remove(self, glossary_id: str) -> bool:
+        if self.get(glossary_id) is None:
+            return False
         with self._lock:
-            if self._glossaries.pop(glossary_id, None) is None:
-                return False
+            self._forget(glossary_id)
             if self.directory is not None:
                 (self.directory / f"{glossary_id}.json").unlink(missing_ok=True)
             return True

@@ -134,6 +134,11 @@ def test_a_document_is_uploaded_translated_and_downloaded(translator: deepl.Tran
     translator.delete_glossary(glossary)
 
 
+def test_a_client_given_the_bare_server_url_is_told_where_the_api_is(server: ThreadServer) -> None:
+    with pytest.raises(deepl.DeepLException, match="server_url ends in /deepl/"):
+        deepl.Translator("k", server_url=server.url + "/deepl").translate_text("a", target_lang="DE")
+
+
 def test_document_status_needs_its_key(server: ThreadServer) -> None:
     r = server.client.post(
         "/deepl/v2/document", data={"target_lang": "DE"}, files={"file": ("a.txt", b"a b", "text/plain")}
@@ -197,23 +202,31 @@ def test_the_key_is_asked_for_as_deepl_does(tmp_path: Path) -> None:
         assert r.status_code == 403 and "DeepL-Auth-Key" in r.json()["message"]
 
 
-def test_glossaries_outlive_a_restart_with_a_glossary_dir(tmp_path: Path) -> None:
+def test_glossaries_outlive_a_restart_and_replicas_share_a_glossary_dir(tmp_path: Path) -> None:
     bundles, kept = _bundles(tmp_path), tmp_path / "glossaries"
     settings = settings_for(bundles[0], bundles=bundles, glossary_dir=kept)
     with thread_server(settings, FakeLoader()) as s:
         created = deepl.Translator("k", server_url=s.url + "/deepl/").create_glossary(
             "t", "EN", "DE", {"password": "Kennwort"}
         )
-    with thread_server(settings, FakeLoader()) as s:
-        translator = deepl.Translator("k", server_url=s.url + "/deepl/")
-        assert translator.get_glossary(created.glossary_id).name == "t"
-        result = translator.translate_text("my password here", source_lang="EN", target_lang="DE", glossary=created)
+    with thread_server(settings, FakeLoader()) as a, thread_server(settings, FakeLoader()) as b:
+        one, other = (deepl.Translator("k", server_url=s.url + "/deepl/") for s in (a, b))
+        assert one.get_glossary(created.glossary_id).name == "t"  # written before the restart
+        result = one.translate_text("my password here", source_lang="EN", target_lang="DE", glossary=created)
         assert result.text == "here Kennwort my"
-        translator.delete_glossary(created)
+        second = other.create_glossary("u", "DE", "EN", {"Datei": "file"})  # one replica sees the other's
+        assert sorted(g.name for g in one.list_glossaries()) == ["t", "u"]
+        assert one.get_glossary_entries(second) == {"Datei": "file"}
+        one.delete_glossary(created)
+        other.delete_glossary(second)
+        with pytest.raises(deepl.GlossaryNotFoundException):
+            other.get_glossary(created.glossary_id)
+        assert one.list_glossaries() == [] and other.list_glossaries() == []
+        assert a.client.get("/deepl/v2/glossaries/..%2F..%2Fetc").status_code == 404  # an id names no other file
     assert not list(kept.iterdir())
     (kept / "broken.json").write_text(
-        '{"glossary_id": "x", "name": "n", "source_lang": "en", "target_lang": "de", '
+        '{"glossary_id": "broken", "name": "n", "source_lang": "en", "target_lang": "de", '
         '"creation_time": "2026-01-01T00:00:00.000Z", "entries": {"": "leer"}}'
     )
-    with pytest.raises(ConfigurationError, match="MT_GLOSSARY_DIR .*need a word"):
+    with pytest.raises(ConfigurationError, match="MT_GLOSSARY_DIR .*broken.json: .*need a word"):
         create_app(settings, engine_loader=FakeLoader())
