@@ -34,6 +34,7 @@ COMMANDS = {
     "overload": "bench.overload",
     "refusal-cost": "bench.refusal_cost",
     "soak": "bench.soak",
+    "cache": "bench.cache",
     # decoding options and quality
     "option-sweep": "bench.option_sweep",
     "literals": "bench.literals",

@@ -88,8 +88,11 @@ def server_process(
     ready_timeout_s: float = 300.0,
 ) -> Iterator[ProcessServer]:
     """``python -m service --bundle BUNDLE [flags]`` through the tests' harness (testkit.server), until
-    ``/readyz``; stopped by SIGTERM at the end, as a deployment would stop it."""
-    args = ["--bundle", str(bundle), *(flags or [])]
+    ``/readyz``; stopped by SIGTERM at the end, as a deployment would stop it. The translation cache is off
+    (``--cache-mb 0``) unless ``flags`` set it: these benches measure decoding, and their sentences repeat."""
+    flags = flags or []
+    cache = [] if any(flag.startswith("--cache-mb") for flag in flags) else ["--cache-mb", "0"]
+    args = ["--bundle", str(bundle), *cache, *flags]
     with process_server(
         args, log_path, fake=fake, env=env, ready=True, timeout_s=ready_timeout_s, graceful=True
     ) as server:

@@ -40,6 +40,7 @@ def worker(sizes: list[tuple[int, int]], requests: int) -> dict[str, float]:
     work = Path(tempfile.mkdtemp())
     bundle = write_fake_bundle(work / "b", delay_s=60)
     flags = ["--bundle", str(bundle), "--max-queue", "1000", "--max-batch-sentences", "1", "--inflight-batches", "1"]
+    flags += ["--cache-mb", "0"]  # every request is decoded (or refused), none answered from the cache
     flags += ["--max-texts", "5000", "--max-chars", "1000000", "--request-timeout-s", "120", "--provider", "cpu"]
     medians: dict[str, float] = {}
     with process_server(flags, work / "server.log", fake=True, ready=True) as server:

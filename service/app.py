@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from inference.glossary import Glossary, GlossaryError, read_glossaries
 from inference.threads import usable_cpus
 from service.batcher import Batcher, BatchLimits
+from service.cache import TranslationCache
 from service.deps import ServiceState
 from service.engine_process import EngineProcess, bundle_front
 from service.errors import ERROR_CODES, install_error_handlers
@@ -199,6 +200,8 @@ def create_app(
             metrics.reloads.labels(slot.name, result)
         for outcome in ("present", "replaced", "unplaced"):
             metrics.glossary_terms.labels(slot.name, outcome)
+        for result in ("hit", "miss"):
+            metrics.cache_sentences.labels(slot.name, result)
     if kind == "continuous":
         log.info(
             "scheduler: continuous batching (%s)%s, %d running sets of at most %d sentences and %d tokens, refill at "
@@ -224,6 +227,7 @@ def create_app(
         batcher=remote or (Scheduler(limits, metrics) if kind == "continuous" else Batcher(limits, metrics)),
         models=models,
         glossaries=glossaries,
+        cache=TranslationCache(int(settings.cache_mb * 2**20)) if settings.cache_mb > 0 else None,
     )
 
     @asynccontextmanager

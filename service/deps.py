@@ -11,6 +11,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from inference.glossary import Glossary
 from service.batcher import Batcher
+from service.cache import TranslationCache
 from service.engine_process import EngineProcess
 from service.errors import ApiError
 from service.metrics import Metrics
@@ -29,6 +30,8 @@ class ServiceState:
     models: Models
     glossaries: dict[str, Glossary] = field(default_factory=dict)
     """The server's glossaries by language pair ("en-de"), MT_GLOSSARY."""
+    cache: TranslationCache | None = None
+    """Sentences translated before (MT_CACHE_MB; None: off)."""
 
 
 # The dependencies are ``async def`` although they never await: FastAPI runs a plain ``def`` one in a

@@ -127,7 +127,12 @@ class Metrics:
             ["model"],
             registry=r,
         )
-        self.sentences = Counter("mt_translated_sentences", "Sentences translated, by model.", ["model"], registry=r)
+        self.sentences = Counter(
+            "mt_translated_sentences",
+            "Sentences decoded, by model (those answered from the translation cache are mt_cache_sentences_total).",
+            ["model"],
+            registry=r,
+        )
         self.texts = Counter("mt_translated_texts", "Texts of requests translated, by model.", ["model"], registry=r)
         self.glossary_terms = Counter(
             "mt_glossary_terms",
@@ -135,6 +140,16 @@ class Metrics:
             "translation), replaced (it took the words aligned to the term), unplaced (no word was aligned to it).",
             ["model", "outcome"],
             registry=r,
+        )
+        self.cache_sentences = Counter(
+            "mt_cache_sentences",
+            "Sentences looked up in the translation cache (MT_CACHE_MB), by model and result: hit (answered from "
+            "it, not decoded) or miss (decoded).",
+            ["model", "result"],
+            registry=r,
+        )
+        self.cache_bytes = Gauge(
+            "mt_cache_bytes", "Memory the translation cache holds (estimated), all models together.", registry=r
         )
         self.characters = Counter(
             "mt_translated_characters", "Characters of the texts translated, by model.", ["model"], registry=r

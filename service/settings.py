@@ -192,6 +192,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Most sentences waiting to be decoded; beyond, requests get 503 + Retry-After.",
     )
+    cache_mb: float = Field(
+        64.0,
+        ge=0,
+        description="Memory for sentences translated before: a sentence sent again with the same model and decoding "
+        "options is answered from it without decoding (service/cache.py); 0 turns it off.",
+    )
     request_timeout_s: float = Field(
         30.0,
         gt=0,

@@ -20,7 +20,7 @@ from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
 from core.reading import Reading, answer, read
 from core.sentences import Split, fit, split_sentences, whole_text
-from core.translation import Translation
+from core.translation import DecodeOptions, Translation
 from inference.glossary import Glossary, Term
 from inference.glossary import apply as apply_glossary
 from service.batcher import RequestTimeout, TooManySentences
@@ -134,7 +134,7 @@ async def translate_texts(
     if links or any(terms):  # tags and glossary terms go by the word alignment
         options = dataclasses.replace(options, return_attention=True)
     try:
-        translations = await service.batcher.translate(model.engine, flat, options, timeout)
+        translations = await _decode(service, model, flat, options, timeout, fields)
     except RequestTimeout:
         raise RequestTimeout(settings.request_timeout_s) from None
     wanted = Wanted(scores=body.return_scores, attention=body.return_attention or links, n_best=body.n_best)
@@ -152,6 +152,41 @@ async def translate_texts(
     service.metrics.texts.labels(model.name).inc(fields["texts"])
     service.metrics.characters.labels(model.name).inc(fields["chars"])
     return Done(model, outputs, detected)
+
+
+async def _decode(
+    service: ServiceState,
+    model: LoadedModel,
+    sentences: list[list[int]],
+    options: DecodeOptions,
+    timeout: float,
+    fields: dict[str, Any],
+) -> list[Translation]:
+    """The sentences' translations: those the cache holds from before (service/cache.py), the others decoded once
+    each (a sentence twice in the request is decoded once) and kept."""
+    cache = service.cache
+    if cache is None:
+        return await service.batcher.translate(model.engine, sentences, options, timeout)
+    scope = (model.name, model.version, model.loaded_at, str(model.bundle))  # a reload is another model
+    keys = [(scope, tuple(ids), options) for ids in sentences]
+    found = [cache.get(key) for key in keys]
+    todo: dict[tuple[Any, ...], int] = {}
+    for key, hit in zip(keys, found, strict=True):
+        if hit is None and key not in todo:
+            todo[key] = len(todo)
+    decoded = (
+        await service.batcher.translate(model.engine, [list(key[1]) for key in todo], options, timeout) if todo else []
+    )
+    for key, index in todo.items():
+        cache.put(key, decoded[index])
+    hits = sum(hit is not None for hit in found)
+    counter = service.metrics.cache_sentences
+    counter.labels(model.name, "hit").inc(hits)
+    counter.labels(model.name, "miss").inc(len(todo))
+    service.metrics.cache_bytes.set(cache.bytes)
+    if hits:
+        fields["cached_sentences"] = hits
+    return [hit if hit is not None else decoded[todo[key]] for key, hit in zip(keys, found, strict=True)]
 
 
 def _parse(texts: list[str], text_format: str) -> list[Document]:

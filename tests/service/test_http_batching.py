@@ -35,7 +35,8 @@ def test_concurrent_requests_are_batched_and_translate_as_alone(tmp_path: Path) 
     scheduler, the default, is tested in tests/service/test_scheduler.py and test_server_real_bundle.py)."""
     bundle = write_fake_bundle(tmp_path / "b", delay_s=0.05)
     loader = FakeLoader()
-    with thread_server(settings_for(bundle, max_wait_ms=250, scheduler="batch"), loader) as s:
+    # the cache off: the texts sent again alone must be decoded again
+    with thread_server(settings_for(bundle, max_wait_ms=250, scheduler="batch", cache_mb=0), loader) as s:
         engine = loader.last
 
         def send(text: str) -> dict[str, Any]:

@@ -121,7 +121,8 @@ def test_one_model_reloads_while_the_other_keeps_serving(server: ThreadServer, t
     assert 'name="fake-de-en",provider="FakeExecutionProvider",version="1"' not in metrics
     assert 'mt_model_reloads_total{model="fake-de-en",result="failure"} 1.0' in metrics
     assert 'mt_translated_sentences_total{model="fake-en-de"} 1.0' in metrics
-    assert 'mt_translated_sentences_total{model="fake-de-en"} 2.0' in metrics
+    assert 'mt_translated_sentences_total{model="fake-de-en"} 1.0' in metrics  # decoded once,
+    assert 'mt_cache_sentences_total{model="fake-de-en",result="hit"} 1.0' in metrics  # answered twice
 
 
 def test_a_model_that_fails_to_load_leaves_the_other_serving(two: tuple[Path, Path], tmp_path: Path) -> None:
