@@ -263,6 +263,7 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(libretranslate.router)
     app.include_router(deepl.router)
+    app.include_router(deepl.router_v3)
     # a full queue refuses decoding requests before their bodies are parsed (inside CORS and RequestContext)
     app.add_middleware(
         Shed,

@@ -1,11 +1,13 @@
-"""DeepL's API (v2) under /deepl/: tools and client libraries written for DeepL work with this server.
+"""DeepL's API (v2, and v3's glossaries) under /deepl/: tools and client libraries written for DeepL work with this
+server.
 
 Its field names, response shapes and status codes, as DeepL's API documentation and its Python client (``deepl``)
 have them: ``POST v2/translate`` (``text`` a list, ``source_lang`` optional: detected when absent, ``target_lang``
 with DeepL's regional codes ``EN-GB``/``EN-US``/``PT-BR``/``PT-PT`` read as the language, ``tag_handling: html``,
 ``split_sentences``, ``glossary_id``/``glossary_ids``), ``v2/languages``, ``v2/usage``, glossaries
-(``v2/glossaries``, ``v2/glossary-language-pairs``: a glossary is the server's own, inference/glossary.py) and
-documents (``v2/document``: upload, status, result, for the files /translate/document takes). The key goes in
+(``v2/glossaries`` of one language pair, ``v3/glossaries`` of several, ``v2/glossary-language-pairs``; kept by
+service/glossary_store.py, applied as the server's own glossaries, inference/glossary.py) and documents
+(``v2/document``: upload, status, result, for the files /translate/document takes). The key goes in
 ``Authorization: DeepL-Auth-Key <MT_API_KEY>``; errors are ``{"message": ...}``. Behind it is the server's own
 /translate path: the same model choice, limits, batching and metrics.
 
@@ -18,17 +20,13 @@ nothing (the text is translated as it would be without them).
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
-import json
-import os
+import dataclasses
 import re
 import secrets
 import threading
 import uuid
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -37,10 +35,11 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
 from core.documents import KINDS
-from inference.glossary import MAX_TERMS, Glossary, GlossaryError
+from inference.glossary import MAX_TERMS
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import ApiError
+from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError, parse_entries
 from service.routes import translate as native
 from service.routes.params import BadBody, read_params
 from service.schemas import TranslateRequest
@@ -51,10 +50,7 @@ REGIONS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
 """The target codes DeepL's clients send for these languages (its client refuses a bare "EN" or "PT")."""
 NO_LIMIT = 1_000_000_000_000
 """``character_limit`` in v2/usage: the figure DeepL reports for an account without a limit."""
-MAX_GLOSSARIES = 1000
 KEPT_DOCUMENTS = 64
-_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-"""A glossary id (uuid4): nothing else names a file in MT_GLOSSARY_DIR."""
 STATUS_WAIT_S = 1.0
 """A status request waits this long for a document being translated (DeepL's clients ask again every 5 s)."""
 """Documents kept for status and result, newest last; older ones are forgotten."""
@@ -114,6 +110,34 @@ class DeepLPair(BaseModel):
 
 class DeepLPairs(BaseModel):
     supported_languages: list[DeepLPair]
+
+
+class DeepLDictionary(BaseModel):
+    source_lang: str = Field(examples=["en"])
+    target_lang: str = Field(examples=["de"])
+    entry_count: int
+
+
+class DeepLGlossaryV3(BaseModel):
+    glossary_id: str
+    name: str
+    dictionaries: list[DeepLDictionary]
+    creation_time: str = Field(examples=["2026-11-29T13:00:00.000Z"])
+
+
+class DeepLGlossariesV3(BaseModel):
+    glossaries: list[DeepLGlossaryV3]
+
+
+class DeepLDictionaryEntries(BaseModel):
+    source_lang: str
+    target_lang: str
+    entries: str = Field(description="source<TAB>target lines.")
+    entries_format: str = Field(examples=["tsv"])
+
+
+class DeepLEntriesV3(BaseModel):
+    dictionaries: list[DeepLDictionaryEntries]
 
 
 class DeepLDocumentHandle(BaseModel):
@@ -186,7 +210,9 @@ def _response(status: int, body: object, headers: dict[str, str] | None = None) 
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _error(err: DeepLError | ApiError) -> JSONResponse:
+def _error(err: DeepLError | ApiError | StoreError) -> JSONResponse:
+    if isinstance(err, StoreError):
+        return _response(400, {"message": str(err)})
     # DeepL answers a bad request 400 (this API's validation errors are 422) and a wrong key 403
     status = {401: 403, 415: 400, 422: 400}.get(err.status, err.status)
     return _response(status, {"message": err.message}, err.headers)
@@ -325,7 +351,7 @@ async def translate(request: Request, service: Service) -> Response:
         terms = _glossary_terms(_state(request).glossaries, params, source, target)
         body = _request(texts, source or "auto", target or "", params, terms)
         done = await native.translate_texts(service, body, request.state.log_fields)
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     detected = (done.detected.language if done.detected else source) or done.model.source_language
     _state(request).count(sum(len(t) for t in texts))
@@ -365,7 +391,7 @@ async def languages(request: Request, service: Service) -> Response:
         kind = params.get("type", "source")
         if kind not in ("source", "target"):
             raise DeepLError(400, "Value for 'type' not supported: use source or target")
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     codes = sorted({getattr(pair, kind) for pair in _pairs(service)})
     if kind == "source":
@@ -390,137 +416,12 @@ _USAGE: dict[str, Any] = {
 async def usage(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     return _response(200, {"character_count": _state(request).characters, "character_limit": NO_LIMIT})
 
 
 # -- glossaries ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoredGlossary:
-    glossary_id: str
-    name: str
-    source_lang: str
-    target_lang: str
-    creation_time: str
-    entries: dict[str, str]
-
-    def info(self) -> dict[str, Any]:
-        fields = {k: v for k, v in asdict(self).items() if k != "entries"}
-        return {**fields, "ready": True, "entry_count": len(self.entries)}
-
-
-class GlossaryStore:
-    """The glossaries clients created, by id. With ``directory`` (MT_GLOSSARY_DIR) the directory is the truth: one
-    JSON file per glossary, written before the answer and read again when it changes, so glossaries outlive a restart
-    and replicas sharing the directory see each other's; without one, they live in memory."""
-
-    def __init__(self, directory: Path | None):
-        self.directory = directory
-        self._glossaries: dict[str, StoredGlossary] = {}
-        self._read_at: dict[str, int] = {}
-        """A file's modification time when it was read (files are replaced whole, never edited in place)."""
-        self._lock = threading.Lock()
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            for path in sorted(directory.glob("*.json")):
-                self._read(path)  # a file edited by hand into something unusable stops the server, named
-
-    def _read(self, path: Path) -> StoredGlossary:
-        modified = path.stat().st_mtime_ns
-        if self._read_at.get(path.stem) == modified:
-            return self._glossaries[path.stem]
-        try:
-            stored = StoredGlossary(**json.loads(path.read_text(encoding="utf-8")))
-            if stored.glossary_id != path.stem:
-                raise ValueError(f"the file holds glossary {stored.glossary_id!r}")
-            Glossary(stored.entries)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{path.name}: {err}") from None
-        self._glossaries[path.stem], self._read_at[path.stem] = stored, modified
-        return stored
-
-    def _forget(self, glossary_id: str) -> None:
-        self._glossaries.pop(glossary_id, None)
-        self._read_at.pop(glossary_id, None)
-
-    def __len__(self) -> int:
-        return len(self.all())
-
-    def get(self, glossary_id: str) -> StoredGlossary | None:
-        with self._lock:
-            if self.directory is None:
-                return self._glossaries.get(glossary_id)
-            if not _ID.fullmatch(glossary_id):
-                return None
-            try:
-                return self._read(self.directory / f"{glossary_id}.json")
-            except FileNotFoundError:
-                self._forget(glossary_id)
-                return None
-
-    def all(self) -> list[StoredGlossary]:
-        with self._lock:
-            if self.directory is not None:
-                present = set()
-                for path in self.directory.glob("*.json"):
-                    try:
-                        self._read(path)
-                        present.add(path.stem)
-                    except (OSError, ValueError):  # deleted meanwhile, or not one of ours: not listed
-                        continue
-                for gone in set(self._glossaries) - present:
-                    self._forget(gone)
-            return sorted(self._glossaries.values(), key=lambda g: g.creation_time)
-
-    def add(self, glossary: StoredGlossary) -> None:
-        if len(self) >= MAX_GLOSSARIES:
-            raise DeepLError(400, f"This server keeps at most {MAX_GLOSSARIES} glossaries: delete one first.")
-        with self._lock:
-            if self.directory is not None:
-                path = self.directory / f"{glossary.glossary_id}.json"
-                partial = path.with_suffix(".json.partial")
-                partial.write_text(json.dumps(asdict(glossary), ensure_ascii=False), encoding="utf-8")
-                os.replace(partial, path)
-                self._read(path)
-            else:
-                self._glossaries[glossary.glossary_id] = glossary
-
-    def remove(self, glossary_id: str) -> bool:
-        if self.get(glossary_id) is None:
-            return False
-        with self._lock:
-            self._forget(glossary_id)
-            if self.directory is not None:
-                (self.directory / f"{glossary_id}.json").unlink(missing_ok=True)
-            return True
-
-
-def parse_entries(text: str, entries_format: str) -> dict[str, str]:
-    """DeepL's glossary entries: ``source<TAB>target`` lines (tsv) or ``source,target`` rows (csv, quoted as CSV
-    is); blank lines skipped, terms stripped, a source term twice refused."""
-    if entries_format == "tsv":
-        rows = [line.split("\t") for line in text.splitlines()]
-    elif entries_format == "csv":
-        rows = list(csv.reader(io.StringIO(text)))
-    else:
-        raise DeepLError(400, f"Value for 'entries_format' not supported: {entries_format!r}; use tsv or csv")
-    entries: dict[str, str] = {}
-    for number, row in enumerate(rows, 1):
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) not in (2, 4):  # DeepL's CSV may add the two language codes
-            separator = "a tab" if entries_format == "tsv" else "a comma"
-            raise DeepLError(400, f"Invalid glossary entries: entry {number} is not two terms separated by {separator}")
-        source, target = row[0].strip(), row[1].strip()
-        if source in entries:
-            raise DeepLError(400, f"Invalid glossary entries: entry {number} repeats the source term {source!r}")
-        entries[source] = target
-    if not entries:
-        raise DeepLError(400, "Invalid glossary entries: there are none")
-    return entries
 
 
 def _pairs(service: ServiceState) -> list[Any]:
@@ -533,6 +434,32 @@ def _glossary(request: Request, glossary_id: str) -> StoredGlossary:
     if glossary is None:
         raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
     return glossary
+
+
+def _one_pair(glossary: StoredGlossary) -> Dictionary:
+    """The v2 API's view of a glossary: its only dictionary."""
+    if len(glossary.dictionaries) != 1:
+        raise DeepLError(
+            400, f"The glossary {glossary.glossary_id!r} has {len(glossary.dictionaries)} dictionaries: use /v3/."
+        )
+    return glossary.dictionaries[0]
+
+
+def _dictionary(service: ServiceState, fields: Any) -> Dictionary:
+    """A dictionary of a request: ``source_lang``, ``target_lang`` (a pair served), ``entries`` and
+    ``entries_format`` (tsv, csv)."""
+    if not isinstance(fields, dict):
+        raise DeepLError(400, "A dictionary is an object with source_lang, target_lang and entries.")
+    source = _language(fields, "source_lang", required=True)
+    target = _language(fields, "target_lang", required=True)
+    if (source, target) not in {(pair.source, pair.target) for pair in _pairs(service)}:
+        raise DeepLError(400, f"Unsupported glossary language pair: no model translates {source}->{target}.")
+    text, entries_format = fields.get("entries"), fields.get("entries_format", "tsv")
+    if not isinstance(text, str):
+        raise DeepLError(400, "Parameter 'entries' not specified.")
+    if not isinstance(entries_format, str):
+        raise DeepLError(400, "Value for 'entries_format' not supported: use tsv or csv")
+    return Dictionary(source or "", target or "", parse_entries(text, entries_format))
 
 
 def _glossary_terms(
@@ -560,13 +487,13 @@ def _glossary_terms(
         glossary = store.get(glossary_id)
         if glossary is None:
             raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
-        if (glossary.source_lang, glossary.target_lang) != (source, target):
+        dictionary = glossary.dictionary(source, target or "")
+        if dictionary is None:
+            pairs = ", ".join(f"{d.source_lang}->{d.target_lang}" for d in glossary.dictionaries)
             raise DeepLError(
-                400,
-                f"The glossary {glossary_id!r} is for {glossary.source_lang}->{glossary.target_lang}, "
-                f"the request for {source}->{target}.",
+                400, f"The glossary {glossary_id!r} has no dictionary for {source}->{target} (it has {pairs})."
             )
-        terms.update(glossary.entries)
+        terms.update(dictionary.entries)
     if len(terms) > MAX_TERMS:
         raise DeepLError(400, f"The glossaries hold {len(terms)} entries together; the limit is {MAX_TERMS}.")
     return terms
@@ -581,7 +508,7 @@ def _glossary_terms(
 async def glossary_pairs(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     pairs = sorted({(pair.source, pair.target) for pair in _pairs(service)})
     return _response(200, {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in pairs]})
@@ -611,24 +538,11 @@ async def create_glossary(request: Request, service: Service) -> Response:
         name = params.get("name")
         if not isinstance(name, str) or not name.strip():
             raise DeepLError(400, "Parameter 'name' not specified.")
-        source = _language(params, "source_lang", required=True)
-        target = _language(params, "target_lang", required=True)
-        if (source, target) not in {(pair.source, pair.target) for pair in _pairs(service)}:
-            raise DeepLError(400, f"Unsupported glossary language pair: no model translates {source}->{target}.")
-        text = params.get("entries")
-        if not isinstance(text, str):
-            raise DeepLError(400, "Parameter 'entries' not specified.")
-        entries = parse_entries(text, str(params.get("entries_format") or "tsv"))
-        try:
-            Glossary(entries)
-        except GlossaryError as err:
-            raise DeepLError(400, f"Invalid glossary entries: {err}") from None
-        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        glossary = StoredGlossary(str(uuid.uuid4()), name.strip(), source or "", target or "", now, entries)
+        glossary = StoredGlossary.new(name.strip(), [_dictionary(service, params)])
         await asyncio.to_thread(_state(request).glossaries.add, glossary)
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
-    return _response(201, glossary.info())
+    return _response(201, glossary.v2_info())
 
 
 @router.get(
@@ -640,9 +554,10 @@ async def create_glossary(request: Request, service: Service) -> Response:
 async def list_glossaries(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
-    return _response(200, {"glossaries": [g.info() for g in _state(request).glossaries.all()]})
+    listed = [g.v2_info() for g in _state(request).glossaries.all()]  # the v3 API lists the others too
+    return _response(200, {"glossaries": [info for info in listed if info is not None]})
 
 
 @router.get(
@@ -654,8 +569,10 @@ async def list_glossaries(request: Request, service: Service) -> Response:
 async def get_glossary(glossary_id: str, request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-        return _response(200, _glossary(request, glossary_id).info())
-    except (DeepLError, ApiError) as err:
+        glossary = _glossary(request, glossary_id)
+        _one_pair(glossary)
+        return _response(200, glossary.v2_info())
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
 
 
@@ -671,11 +588,10 @@ async def get_glossary(glossary_id: str, request: Request, service: Service) -> 
 async def glossary_entries(glossary_id: str, request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-        glossary = _glossary(request, glossary_id)
-    except (DeepLError, ApiError) as err:
+        dictionary = _one_pair(_glossary(request, glossary_id))
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
-    body = "\n".join(f"{source}\t{target}" for source, target in glossary.entries.items())
-    return Response(body, media_type="text/tab-separated-values; charset=utf-8")
+    return Response(dictionary.tsv(), media_type="text/tab-separated-values; charset=utf-8")
 
 
 @router.delete(
@@ -690,9 +606,222 @@ async def delete_glossary(glossary_id: str, request: Request, service: Service) 
         _check_key(service, request, await _params(request))
         if not await asyncio.to_thread(_state(request).glossaries.remove, glossary_id):
             raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     return Response(status_code=204)
+
+
+# -- glossaries, v3: several language pairs in one glossary --------------------------------------------------
+
+router_v3 = APIRouter(prefix="/deepl/v3", tags=["DeepL-compatible"])
+
+_DICTIONARY: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "source_lang": _SOURCE,
+        "target_lang": _TARGET,
+        "entries": {"type": "string", "description": "source<TAB>target lines (tsv) or CSV rows."},
+        "entries_format": {"type": "string", "enum": ["tsv", "csv"], "default": "tsv"},
+    },
+    "required": ["source_lang", "target_lang", "entries"],
+}
+_PAIR_QUERY = {
+    "parameters": [
+        {"name": name, "in": "query", "required": True, "schema": {"type": "string"}}
+        for name in ("source_lang", "target_lang")
+    ]
+}
+
+
+def _json_only(body: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": body, "required": required}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def _dictionaries(service: ServiceState, params: dict[str, Any], required: bool) -> list[Dictionary]:
+    given = params.get("dictionaries")
+    if given is None and not required:
+        return []
+    if not isinstance(given, list) or not given:
+        raise DeepLError(400, "Parameter 'dictionaries' not specified: a list of {source_lang, target_lang, entries}.")
+    return [_dictionary(service, fields) for fields in given]
+
+
+def _name(params: dict[str, Any], required: bool) -> str | None:
+    name = params.get("name")
+    if name is None and not required:
+        return None
+    if not isinstance(name, str) or not name.strip():
+        raise DeepLError(400, "Parameter 'name' not specified.")
+    return name.strip()
+
+
+def _pair(params: dict[str, Any]) -> tuple[str, str]:
+    return _language(params, "source_lang", required=True) or "", _language(params, "target_lang", required=True) or ""
+
+
+async def _store(request: Request, glossary: StoredGlossary) -> None:
+    if not await asyncio.to_thread(_state(request).glossaries.replace, glossary):
+        raise DeepLError(404, f"Glossary not found: {glossary.glossary_id!r}")
+
+
+@router_v3.post(
+    "/glossaries",
+    summary="DeepL v3: create a glossary of one or more language pairs",
+    status_code=201,
+    response_class=JSONResponse,
+    responses={201: {"model": DeepLGlossaryV3}, **_errors(400, 403)},
+    openapi_extra=_json_only(
+        {"name": {"type": "string"}, "dictionaries": {"type": "array", "items": _DICTIONARY}}, ["name", "dictionaries"]
+    ),
+)
+async def create_glossary_v3(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        glossary = StoredGlossary.new(_name(params, True) or "", _dictionaries(service, params, True))
+        await asyncio.to_thread(_state(request).glossaries.add, glossary)
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+    return _response(201, glossary.v3_info())
+
+
+@router_v3.get(
+    "/glossaries",
+    summary="DeepL v3: the glossaries",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLGlossariesV3}, **_errors(400, 403)},
+)
+async def list_glossaries_v3(request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+    return _response(200, {"glossaries": [g.v3_info() for g in _state(request).glossaries.all()]})
+
+
+@router_v3.get(
+    "/glossaries/{glossary_id}",
+    summary="DeepL v3: a glossary",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLGlossaryV3}, **_errors(400, 403, 404)},
+)
+async def get_glossary_v3(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        _check_key(service, request, await _params(request))
+        return _response(200, _glossary(request, glossary_id).v3_info())
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+
+
+@router_v3.patch(
+    "/glossaries/{glossary_id}",
+    summary="DeepL v3: rename a glossary, or add entries to its dictionaries (new ones for new pairs)",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLGlossaryV3}, **_errors(400, 403, 404)},
+    openapi_extra=_json_only({"name": {"type": "string"}, "dictionaries": {"type": "array", "items": _DICTIONARY}}, []),
+)
+async def update_glossary_v3(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        glossary = _glossary(request, glossary_id)
+        name, updates = _name(params, False), _dictionaries(service, params, False)
+        if name is None and not updates:
+            raise DeepLError(400, "Send a new 'name', 'dictionaries' to merge, or both.")
+        merged = {(d.source_lang, d.target_lang): d for d in glossary.dictionaries}
+        for update in updates:
+            old = merged.get((update.source_lang, update.target_lang))
+            entries = {**old.entries, **update.entries} if old else update.entries
+            merged[(update.source_lang, update.target_lang)] = Dictionary(
+                update.source_lang, update.target_lang, entries
+            )
+        changed = glossary.with_dictionaries(list(merged.values()))
+        if name is not None:
+            changed = dataclasses.replace(changed, name=name)
+        await _store(request, changed)
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+    return _response(200, changed.v3_info())
+
+
+@router_v3.get(
+    "/glossaries/{glossary_id}/entries",
+    summary="DeepL v3: the entries of a glossary's dictionary",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLEntriesV3}, **_errors(400, 403, 404)},
+    openapi_extra=_PAIR_QUERY,
+)
+async def glossary_entries_v3(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        source, target = _pair(params)
+        dictionary = _glossary(request, glossary_id).dictionary(source, target)
+        if dictionary is None:
+            raise DeepLError(404, f"The glossary {glossary_id!r} has no dictionary for {source}->{target}.")
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+    entries = {"source_lang": source, "target_lang": target, "entries": dictionary.tsv(), "entries_format": "tsv"}
+    return _response(200, {"dictionaries": [entries]})
+
+
+@router_v3.put(
+    "/glossaries/{glossary_id}/dictionaries",
+    summary="DeepL v3: replace (or add) the dictionary of a language pair",
+    response_class=JSONResponse,
+    responses={200: {"model": DeepLDictionary}, **_errors(400, 403, 404)},
+    openapi_extra=_json_only(_DICTIONARY["properties"], _DICTIONARY["required"]),
+)
+async def replace_dictionary_v3(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        glossary = _glossary(request, glossary_id)
+        new = _dictionary(service, params)
+        others = [
+            d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (new.source_lang, new.target_lang)
+        ]
+        await _store(request, glossary.with_dictionaries([*others, new]))
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+    return _response(200, new.info())
+
+
+@router_v3.delete(
+    "/glossaries/{glossary_id}/dictionaries",
+    summary="DeepL v3: delete the dictionary of a language pair",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "Deleted."}, **_errors(400, 403, 404)},
+    openapi_extra=_PAIR_QUERY,
+)
+async def delete_dictionary_v3(glossary_id: str, request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        source, target = _pair(params)
+        glossary = _glossary(request, glossary_id)
+        kept = [d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (source, target)]
+        if len(kept) == len(glossary.dictionaries):
+            raise DeepLError(404, f"The glossary {glossary_id!r} has no dictionary for {source}->{target}.")
+        if not kept:
+            raise DeepLError(400, "That is the glossary's last dictionary: delete the glossary instead.")
+        await _store(request, glossary.with_dictionaries(kept))
+    except (DeepLError, ApiError, StoreError) as err:
+        return _error(err)
+    return Response(status_code=204)
+
+
+@router_v3.delete(
+    "/glossaries/{glossary_id}",
+    summary="DeepL v3: delete a glossary",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "Deleted."}, **_errors(400, 403, 404)},
+)
+async def delete_glossary_v3(glossary_id: str, request: Request, service: Service) -> Response:
+    return await delete_glossary(glossary_id, request, service)
 
 
 # -- documents ----------------------------------------------------------------------------------------------
@@ -754,7 +883,7 @@ async def upload_document(request: Request, service: Service) -> Response:
         terms = _glossary_terms(_state(request).glossaries, params, source, target)
         options: dict[str, Any] = {"source_lang": source or "auto", "target_lang": target, "glossary": terms}
         data = await upload.read()
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     document_id = uuid.uuid4().hex.upper()
     job = _Job(key=secrets.token_hex(32).upper(), name=name)
@@ -804,7 +933,7 @@ async def _job(request: Request, service: ServiceState, document_id: str) -> _Jo
 async def document_status(document_id: str, request: Request, service: Service) -> Response:
     try:
         job = await _job(request, service, document_id)
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     if job.task is not None and not job.task.done():  # a short document is done by then: no 5 s poll for it
         await asyncio.wait({job.task}, timeout=STATUS_WAIT_S)
@@ -833,7 +962,7 @@ async def document_result(document_id: str, request: Request, service: Service) 
             raise DeepLError(400, f"The document was not translated: {job.error}")
         if job.status != "done":
             raise DeepLError(503, "Document not ready: ask for its status until it is done.")
-    except (DeepLError, ApiError) as err:
+    except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     quoted = _quote(job.name)
     return Response(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import deepl
 import pytest
+from deepl.api_data import MultilingualGlossaryDictionaryEntries
 
 from service.app import create_app
 from service.models import ConfigurationError
@@ -100,6 +101,50 @@ def test_glossaries_are_created_used_listed_and_deleted(translator: deepl.Transl
         translator.get_glossary(glossary.glossary_id)
     with pytest.raises(deepl.DeepLException, match="Glossary not found"):
         translator.translate_text("a", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id)
+
+
+def test_multilingual_glossaries_through_deepls_newer_client(server: ThreadServer) -> None:
+    client = deepl.DeepLClient("any-key", server_url=server.url + "/deepl/")
+    created = client.create_multilingual_glossary(
+        "both ways",
+        [
+            MultilingualGlossaryDictionaryEntries("EN", "DE", {"password": "Kennwort"}),
+            MultilingualGlossaryDictionaryEntries("DE", "EN", {"Datei": "file"}),
+        ],
+    )
+    pairs = {(d.source_lang, d.target_lang, d.entry_count) for d in created.dictionaries}
+    assert pairs == {("EN", "DE", 1), ("DE", "EN", 1)}
+    forward = client.translate_text("alpha password beta", source_lang="EN", target_lang="DE", glossary=created)
+    backward = client.translate_text("eins Datei zwei", source_lang="DE", target_lang="EN-GB", glossary=created)
+    assert forward.text == "beta Kennwort alpha"
+    # the de->en fake's "en:" prefix is not its pieces' words: the term is found, but cannot be placed
+    assert backward.text == "en:zwei Datei eins"
+    metrics = server.client.get("/metrics").text
+    assert 'mt_glossary_terms_total{model="fake-de-en",outcome="unplaced"} 1.0' in metrics
+    updated = client.update_multilingual_glossary_dictionary(
+        created, MultilingualGlossaryDictionaryEntries("EN", "DE", {"hard disk": "Festplatte"})
+    )
+    assert {(d.source_lang, d.entry_count) for d in updated.dictionaries} == {("EN", 2), ("DE", 1)}
+    entries = client.get_multilingual_glossary_entries(created, "EN", "DE").dictionaries[0].entries
+    assert deepl.util.convert_tsv_to_dict(entries) == {"password": "Kennwort", "hard disk": "Festplatte"}
+    replaced = client.replace_multilingual_glossary_dictionary(
+        created, MultilingualGlossaryDictionaryEntries("EN", "DE", {"file": "Akte"})
+    )
+    assert (replaced.source_lang, replaced.entry_count) == ("EN", 1)
+    assert client.update_multilingual_glossary_name(created, "renamed").name == "renamed"
+    assert [g.name for g in client.list_multilingual_glossaries()] == ["renamed"]
+    with pytest.raises(deepl.DeepLException, match="2 dictionaries: use /v3/"):  # v2 has room for one pair
+        client.get_glossary(created.glossary_id)
+    assert created.glossary_id not in [g.glossary_id for g in client.list_glossaries()]
+    client.delete_multilingual_glossary_dictionary(created, source_lang="DE", target_lang="EN")
+    assert client.get_glossary(created.glossary_id).entry_count == 1  # one pair left: v2 sees it now
+    with pytest.raises(deepl.DeepLException, match="no dictionary for de->en"):
+        client.translate_text("Datei", source_lang="DE", target_lang="EN-US", glossary=created.glossary_id)
+    with pytest.raises(deepl.DeepLException, match="last dictionary"):
+        client.delete_multilingual_glossary_dictionary(created, source_lang="EN", target_lang="DE")
+    client.delete_multilingual_glossary(created)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        client.get_multilingual_glossary(created.glossary_id)
 
 
 def test_a_glossary_from_csv_and_one_for_a_pair_not_served(server: ThreadServer, translator: deepl.Translator) -> None:
@@ -225,8 +270,8 @@ def test_glossaries_outlive_a_restart_and_replicas_share_a_glossary_dir(tmp_path
         assert a.client.get("/deepl/v2/glossaries/..%2F..%2Fetc").status_code == 404  # an id names no other file
     assert not list(kept.iterdir())
     (kept / "broken.json").write_text(
-        '{"glossary_id": "broken", "name": "n", "source_lang": "en", "target_lang": "de", '
-        '"creation_time": "2026-01-01T00:00:00.000Z", "entries": {"": "leer"}}'
+        '{"glossary_id": "broken", "name": "n", "creation_time": "2026-01-01T00:00:00.000Z", '
+        '"dictionaries": [{"source_lang": "en", "target_lang": "de", "entries": {"": "leer"}}]}'
     )
     with pytest.raises(ConfigurationError, match="MT_GLOSSARY_DIR .*broken.json: .*need a word"):
         create_app(settings, engine_loader=FakeLoader())
