@@ -8,6 +8,7 @@ import functools
 import json
 import time
 import urllib.parse
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -162,31 +163,25 @@ async def _decode(
     timeout: float,
     fields: dict[str, Any],
 ) -> list[Translation]:
-    """The sentences' translations: those the cache holds from before (service/cache.py), the others decoded once
-    each (a sentence twice in the request is decoded once) and kept."""
+    """The sentences' translations, through the translation cache when there is one (service/cache.py)."""
     cache = service.cache
     if cache is None:
         return await service.batcher.translate(model.engine, sentences, options, timeout)
     scope = (model.name, model.version, model.loaded_at, str(model.bundle))  # a reload is another model
-    keys = [(scope, tuple(ids), options) for ids in sentences]
-    found = [cache.get(key) for key in keys]
-    todo: dict[tuple[Any, ...], int] = {}
-    for key, hit in zip(keys, found, strict=True):
-        if hit is None and key not in todo:
-            todo[key] = len(todo)
-    decoded = (
-        await service.batcher.translate(model.engine, [list(key[1]) for key in todo], options, timeout) if todo else []
-    )
-    for key, index in todo.items():
-        cache.put(key, decoded[index])
-    hits = sum(hit is not None for hit in found)
+
+    keys: dict[Hashable, list[int]] = {(scope, tuple(ids), options): ids for ids in sentences}
+
+    async def decode(wanted: list[Hashable], seconds: float) -> list[Translation]:
+        return await service.batcher.translate(model.engine, [keys[key] for key in wanted], options, seconds)
+
+    looked = await cache.translate([(scope, tuple(ids), options) for ids in sentences], decode, timeout)
     counter = service.metrics.cache_sentences
-    counter.labels(model.name, "hit").inc(hits)
-    counter.labels(model.name, "miss").inc(len(todo))
+    counter.labels(model.name, "hit").inc(looked.hits)
+    counter.labels(model.name, "miss").inc(looked.decoded)
     service.metrics.cache_bytes.set(cache.bytes)
-    if hits:
-        fields["cached_sentences"] = hits
-    return [hit if hit is not None else decoded[todo[key]] for key, hit in zip(keys, found, strict=True)]
+    if looked.hits:
+        fields["cached_sentences"] = looked.hits
+    return looked.translations
 
 
 def _parse(texts: list[str], text_format: str) -> list[Document]:

@@ -3,15 +3,18 @@ it got the first time; a change of model, options or a reload decodes again; the
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from core.translation import Hypothesis, Translation
+from service.batcher import RequestTimeout
 from service.cache import TranslationCache, size_of
 from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server
@@ -143,3 +146,81 @@ def test_the_size_estimate_is_within_a_factor_of_two_of_the_memory_held(
         tracemalloc.stop()
     estimate = cache.bytes / len(cache)
     assert held / 2 <= estimate <= held * 2, (estimate, held)
+
+
+def test_concurrent_requests_for_the_same_new_sentence_decode_it_once(tmp_path: Path, loader: FakeLoader) -> None:
+    bundle = write_fake_bundle(tmp_path / "slow", delay_s=0.3)
+    with thread_server(settings_for(bundle, cache_mb=1, max_wait_ms=0), loader) as s:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: s.client.post("/translate", json={"text": "a b"}).json(), range(4)))
+        assert {a["translations"][0]["text"] for a in answers} == {"b a"}
+        assert decoded(loader) == ["a b"]
+        metrics = s.client.get("/metrics").text
+        assert 'mt_cache_sentences_total{model="fake-en-de",result="hit"} 3.0' in metrics
+
+
+def test_a_request_waiting_for_a_sentence_another_failed_to_decode_decodes_it_itself() -> None:
+    async def scenario() -> tuple[list[str], list[list[Hashable]]]:
+        cache, calls = TranslationCache(1 << 20), []
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def failing(keys: list[Hashable], seconds: float) -> list[Translation]:
+            calls.append(keys)
+            started.set()
+            await release.wait()
+            raise RuntimeError("the engine failed")
+
+        async def working(keys: list[Hashable], seconds: float) -> list[Translation]:
+            calls.append(keys)
+            return [translation(2, seed=int(str(key)[-1])) for key in keys]
+
+        owner = asyncio.create_task(cache.translate(["k1"], failing, 5))
+        await started.wait()
+        waiter = asyncio.create_task(cache.translate(["k1", "k2"], working, 5))
+        await asyncio.sleep(0.01)
+        release.set()
+        with pytest.raises(RuntimeError):
+            await owner
+        looked = await waiter
+        return [t.hypotheses[0].text for t in looked.translations], calls
+
+    texts, calls = asyncio.run(scenario())
+    assert calls == [["k1"], ["k2"], ["k1"]]  # the waiter decoded its own k2, waited for k1, then decoded k1 itself
+    assert texts == ["w1x0 w1x1", "w2x0 w2x1"]
+
+
+def test_two_requests_waiting_on_each_others_sentences_both_finish() -> None:
+    async def scenario() -> list[int]:
+        cache = TranslationCache(1 << 20)
+        gate = asyncio.Event()
+
+        async def slow(keys: list[Hashable], seconds: float) -> list[Translation]:
+            await gate.wait()
+            return [translation(1, seed=int(str(key)[-1])) for key in keys]
+
+        first = asyncio.create_task(cache.translate(["k1", "k2"], slow, 5))  # decodes both
+        await asyncio.sleep(0.01)
+        second = asyncio.create_task(cache.translate(["k3", "k2", "k1"], slow, 5))  # decodes k3, waits for k1, k2
+        await asyncio.sleep(0.01)
+        gate.set()
+        done = await asyncio.wait_for(asyncio.gather(first, second), 5)
+        return [d.decoded for d in done] + [d.hits for d in done]
+
+    assert asyncio.run(scenario()) == [2, 1, 0, 2]
+
+
+def test_a_waiter_times_out_like_a_decoding_request() -> None:
+    async def scenario() -> None:
+        cache = TranslationCache(1 << 20)
+
+        async def never(keys: list[Hashable], seconds: float) -> list[Translation]:
+            await asyncio.sleep(10)
+            return []
+
+        owner = asyncio.create_task(cache.translate(["k"], never, 10))
+        await asyncio.sleep(0.01)
+        with pytest.raises(RequestTimeout):
+            await cache.translate(["k"], never, 0.05)
+        owner.cancel()
+
+    asyncio.run(scenario())
