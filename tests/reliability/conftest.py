@@ -49,11 +49,12 @@ def real_bundle(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def real_server(real_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessServer]:
     """The tiny bundle on one inference thread, limits at their defaults but texts and queue raised
-    (so that thousands of tiny texts fit in one request), an API key and admin reload enabled. Its
-    client sends the API key."""
+    (so that thousands of tiny texts fit in one request), the translation cache off, an API key and admin reload
+    enabled. Its client sends the API key."""
     log = tmp_path_factory.mktemp("reliability") / "real-server.log"
     args = ["--bundle", str(real_bundle), "--provider", "cpu", "--threads", "1", "--max-wait-ms", "5"]
     args += ["--max-texts", "3000", "--max-queue", "4096", "--request-timeout-s", "30"]
+    args += ["--cache-mb", "0"]  # thousands of repeated tiny texts must cost their decoding, not cache lookups
     with process_server(args, log, env={"MT_ADMIN_TOKEN": ADMIN_TOKEN, "MT_API_KEY": API_KEY}) as server:
         server.client.headers.update(KEY)
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")

@@ -23,6 +23,9 @@ from tests.service.servers import ProcessServer, process_server, wait_until
 TOKEN = "real-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 TEXTS = ["red blue green", "gold pink", "white black navy teal", "cyan", "plum gray red", "blue"]
+NO_CACHE = ["--cache-mb", "0"]
+"""These servers decode every sentence they are sent: the tests here send the same ones again to see how they are
+decoded (batched, admitted mid-run, ...), which the translation cache would answer without decoding."""
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,7 @@ def real(real_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     log = tmp_path_factory.mktemp("real") / "server.log"
     args = ["--bundle", str(real_bundle), "--max-wait-ms", "150", "--provider", "cpu"]
     env = {"MT_ADMIN_TOKEN": TOKEN, "MT_THREADS": "1"}
-    with process_server(args, log, env=env) as server:
+    with process_server([*args, *NO_CACHE], log, env=env) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         yield server
 
@@ -73,6 +76,26 @@ def test_serves_the_bundle_without_torch(real: ProcessServer, real_bundle: Path)
     maps = Path(f"/proc/{real.process.pid}/maps")
     if maps.exists():
         assert "libtorch" not in maps.read_text(), "the service process loaded torch"
+
+
+def test_the_translation_cache_answers_sentences_sent_again_as_they_were_decoded(
+    real: ProcessServer, real_bundle: Path, tmp_path: Path
+) -> None:
+    """The cache on (the default) with a real engine: sentences sent again come from it, as the first time (and as
+    the cache-less server gives them alone); attention and n-best are entries of their own, decoded once each."""
+    args = ["--bundle", str(real_bundle), "--provider", "cpu"]
+    with process_server(args, tmp_path / "cache.log", env={"MT_THREADS": "1"}) as cached:
+        wait_until(lambda: cached.client.get("/readyz").status_code == 200, timeout=60, what="ready")
+        name = cached.client.get("/model").json()["name"]
+        first = [translate(cached, t)["translations"][0]["text"] for t in TEXTS]
+        assert first == [translate(real, t)["translations"][0]["text"] for t in TEXTS]
+        again = [t["text"] for t in translate(cached, TEXTS)["translations"]]
+        assert again == first
+        assert metric(cached, f'mt_cache_sentences_total{{model="{name}",result="hit"}}') == len(TEXTS)
+        detailed = [translate(cached, TEXTS[2], return_attention=True, n_best=2, return_scores=True) for _ in "ab"]
+        assert detailed[0] == detailed[1] and len(detailed[0]["translations"][0]["alternatives"]) == 1
+        assert metric(cached, f'mt_cache_sentences_total{{model="{name}",result="miss"}}') == len(TEXTS) + 1
+        assert metric(cached, f'mt_translated_sentences_total{{model="{name}"}}') == len(TEXTS) + 1
 
 
 def burst(server: ProcessServer, texts: list[str]) -> list[str]:
@@ -262,7 +285,7 @@ def test_continuous_scheduler_serves_staggered_requests_like_single_ones(
     args += ["--refill-at", "1024"]
     rng = random.Random(3)
     texts = [" ".join(rng.choice(TEXTS).split() * rng.randint(1, 2)) for _ in range(48)]
-    with process_server(args, log, env={"MT_THREADS": "1"}) as continuous:
+    with process_server([*args, *NO_CACHE], log, env={"MT_THREADS": "1"}) as continuous:
         wait_until(lambda: continuous.client.get("/readyz").status_code == 200, timeout=60, what="ready")
 
         def send(i: int) -> str:
@@ -353,7 +376,7 @@ def test_static_step_server_answers_like_the_default_one(
     def opened(server: ProcessServer) -> dict[str, float]:
         return {kind: metric(server, f'mt_static_opened{{kind="{kind}"}}') for kind in ("decoder", "buffers")}
 
-    with process_server(args, tmp_path / "static.log", env={"MT_THREADS": "2"}) as static:
+    with process_server([*args, *NO_CACHE], tmp_path / "static.log", env={"MT_THREADS": "2"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         warmed = opened(static)
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)] + ["GOLD PINK"]  # folded alike
@@ -389,7 +412,7 @@ def test_a_server_with_lanes_answers_like_the_default_one(
     def opened(server: ProcessServer) -> float:
         return metric(server, 'mt_static_opened{kind="decoder"}')
 
-    with process_server(args, tmp_path / "lanes.log", env={"MT_THREADS": "2"}) as lanes:
+    with process_server([*args, *NO_CACHE], tmp_path / "lanes.log", env={"MT_THREADS": "2"}) as lanes:
         wait_until(lambda: lanes.client.get("/readyz").status_code == 200, timeout=90, what="ready")
         if remote and static:  # the engine process sends its counts every 0.2 s: wait for the warm-up's last ones
             wait_until(lambda: opened(lanes) >= 2 * 4 * 4 * 3, timeout=5, what="the engine process's counts")
@@ -415,7 +438,7 @@ def test_masked_step_server_answers_like_the_default_one(
     server gives each alone."""
     args = ["--bundle", str(tiny_masked_bundle), "--masked-step", "--scheduler", "continuous", "--provider", "cpu"]
     args += ["--inflight-batches", "1", "--refill-at", "1024"]  # arrivals join at every step
-    with process_server(args, tmp_path / "masked.log", env={"MT_THREADS": "2"}) as masked:
+    with process_server([*args, *NO_CACHE], tmp_path / "masked.log", env={"MT_THREADS": "2"}) as masked:
         wait_until(lambda: masked.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)] + ["GOLD PINK"]
         together, mid_run = concurrently_until_mid_run(masked, texts)
@@ -435,7 +458,7 @@ def test_an_engine_process_with_static_steps_opens_its_buckets_before_it_is_read
     def opened(server: ProcessServer) -> float:
         return metric(server, 'mt_static_opened{kind="decoder"}')
 
-    with process_server(args, tmp_path / "static-ep.log", env={"MT_THREADS": "1"}) as static:
+    with process_server([*args, *NO_CACHE], tmp_path / "static-ep.log", env={"MT_THREADS": "1"}) as static:
         wait_until(lambda: static.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         # The engine process sends its counts every 0.2 s, so the last ones before it was ready may predate the
         # warm-up's last bucket: wait for them to say all of them (before any request: only the warm-up opens any)
@@ -459,7 +482,7 @@ def test_engine_process_server_answers_like_the_default_one(
     args = ["--bundle", str(real_bundle), "--engine-process", "--scheduler", "continuous", "--provider", "cpu"]
     args += ["--refill-at", "1024"]  # arrivals join running sets at every step
     env = {"MT_ADMIN_TOKEN": TOKEN, "MT_THREADS": "1"}
-    with process_server(args, tmp_path / "engine-process.log", env=env) as remote:
+    with process_server([*args, *NO_CACHE], tmp_path / "engine-process.log", env=env) as remote:
         wait_until(lambda: remote.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         texts = [" ".join([t] * (1 + i % 3)) for i, t in enumerate(TEXTS * 4)]
         for _ in range(5):  # on a busy machine a round may happen to admit nothing mid-run: then another round
@@ -498,7 +521,7 @@ def test_graphs_setting_serves_a_bundles_other_set_and_refuses_an_unknown_one(
     import sys
 
     args = ["--bundle", str(tiny_static_bundle), "--graphs", "cuda", "--provider", "cpu"]
-    with process_server(args, tmp_path / "cuda.log", env={"MT_THREADS": "1"}) as server:
+    with process_server([*args, *NO_CACHE], tmp_path / "cuda.log", env={"MT_THREADS": "1"}) as server:
         wait_until(lambda: server.client.get("/readyz").status_code == 200, timeout=60, what="ready")
         got = [translate(server, t)["translations"][0]["text"] for t in TEXTS]
         info = server.client.get("/model").json()
