@@ -114,13 +114,13 @@ def test_a_full_queue_refuses_with_retry_after(tmp_path: Path) -> None:
     """The server keeps the queue bound: one sentence decodes in the engine process, MT_MAX_QUEUE more wait, the
     next request gets 503 with Retry-After, and every accepted one is answered."""
     bundle = write_fake_bundle(tmp_path / "bundle", steps_per_word=2.0, step_s=0.05)
-    text = "a b c d e f g h"  # 17 steps of 50 ms
+    texts = [f"a b c d e f g {i}" for i in range(5)]  # 17 steps of 50 ms each; distinct, or the cache would wait
     args = ("--max-queue", "4", "--max-batch-sentences", "1", "--inflight-batches", "1")
     with start(tmp_path, bundle, *args) as server:
         with ThreadPoolExecutor(5) as pool:
-            accepted = [pool.submit(server.client.post, "/translate", json={"text": text})]
+            accepted = [pool.submit(server.client.post, "/translate", json={"text": texts[0]})]
             wait_until(lambda: metric(server, "mt_step_duration_seconds_count") >= 1, what="a step")
-            accepted += [pool.submit(server.client.post, "/translate", json={"text": text}) for _ in range(4)]
+            accepted += [pool.submit(server.client.post, "/translate", json={"text": t}) for t in texts[1:]]
             wait_until(lambda: metric(server, "mt_queue_depth_sentences") >= 4, what="a full queue")
             refused = server.client.post("/translate", json={"text": "one more"})
             statuses = [f.result().status_code for f in accepted]
