@@ -328,9 +328,8 @@ def _request(
         )
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "request"
-        names = {"text": "text", "source_lang": "source_lang", "target_lang": "target_lang", "glossary": "glossary"}
-        raise DeepLError(400, f"Invalid value for '{names.get(where.split('.')[0], where)}': {first['msg']}") from None
+        field = str(first["loc"][0]) if first["loc"] else "request"  # this API's field names are DeepL's
+        raise DeepLError(400, f"Invalid value for '{field}': {first['msg']}") from None
 
 
 @router.post(
