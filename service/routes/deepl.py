@@ -25,7 +25,6 @@ import re
 import secrets
 import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -40,6 +39,7 @@ from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import ApiError
 from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError, parse_entries
+from service.recent import Recent
 from service.routes import translate as native
 from service.routes.params import BadBody, read_params
 from service.schemas import TranslateRequest
@@ -887,7 +887,7 @@ async def upload_document(request: Request, service: Service) -> Response:
     document_id = uuid.uuid4().hex.upper()
     job = _Job(key=secrets.token_hex(32).upper(), name=name)
     state = _state(request)
-    state.add_job(document_id, job)
+    state.jobs.put(document_id, job)
     job.task = asyncio.create_task(_translate_document(service, state, job, data, options))
     return _response(200, {"document_id": document_id, "document_key": job.key})
 
@@ -913,7 +913,7 @@ async def _translate_document(
 async def _job(request: Request, service: ServiceState, document_id: str) -> _Job:
     params = await _params(request)
     _check_key(service, request, params)
-    job = _state(request).job(document_id)
+    job = _state(request).jobs.get(document_id)
     if job is None:
         raise DeepLError(404, f"Document not found: {document_id!r} (the last {KEPT_DOCUMENTS} documents are kept)")
     key = params.get("document_key")
@@ -984,22 +984,12 @@ class DeepLState:
     def __init__(self, glossary_dir: Path | None):
         self.glossaries = GlossaryStore(glossary_dir)
         self.characters = 0
-        self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self.jobs = Recent[_Job](KEPT_DOCUMENTS)
         self._lock = threading.Lock()
 
     def count(self, characters: int) -> None:
         with self._lock:
             self.characters += characters
-
-    def add_job(self, document_id: str, job: _Job) -> None:
-        with self._lock:
-            self._jobs[document_id] = job
-            while len(self._jobs) > KEPT_DOCUMENTS:
-                self._jobs.popitem(last=False)
-
-    def job(self, document_id: str) -> _Job | None:
-        with self._lock:
-            return self._jobs.get(document_id)
 
 
 def _state(request: Request) -> DeepLState:

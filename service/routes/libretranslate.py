@@ -12,9 +12,7 @@ markup (core/markup.py), without alternatives as in LibreTranslate.
 from __future__ import annotations
 
 import secrets
-import threading
 import uuid
-from collections import OrderedDict
 from pathlib import PurePath
 from typing import Any
 
@@ -26,6 +24,7 @@ from core.documents import KINDS
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import ApiError
+from service.recent import Recent
 from service.routes import translate as native
 from service.routes.params import BadBody, read_params
 from service.schemas import TranslateRequest
@@ -332,28 +331,12 @@ async def download_file(filename: str, request: Request) -> Response:
     )
 
 
-class _FileStore:
-    def __init__(self) -> None:
-        self._files: OrderedDict[str, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, key: str, data: bytes) -> None:
-        with self._lock:
-            self._files[key] = data
-            while len(self._files) > KEPT_FILES:
-                self._files.popitem(last=False)
-
-    def get(self, key: str) -> bytes | None:
-        with self._lock:
-            return self._files.get(key)
-
-
-def _files(request: Request) -> _FileStore:
+def _files(request: Request) -> Recent[bytes]:
     """The app's translated files (one store per app, made on first use)."""
     state = request.app.state
     if not hasattr(state, "libretranslate_files"):
-        state.libretranslate_files = _FileStore()
-    store: _FileStore = state.libretranslate_files
+        state.libretranslate_files = Recent[bytes](KEPT_FILES)
+    store: Recent[bytes] = state.libretranslate_files
     return store
 
 
