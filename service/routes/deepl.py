@@ -41,7 +41,7 @@ from service.errors import ApiError
 from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError, parse_entries
 from service.recent import Recent
 from service.routes import translate as native
-from service.routes.params import BadBody, read_params
+from service.routes.params import BadBody, ShapedError, read_params, request_body
 from service.schemas import TranslateRequest
 
 router = APIRouter(prefix="/deepl/v2", tags=["DeepL-compatible"])
@@ -153,25 +153,12 @@ class DeepLDocumentStatus(BaseModel):
     error_message: str | None = Field(None, description="With status error.")
 
 
-class DeepLError(Exception):
+class DeepLError(ShapedError):
     """An error in DeepL's shape: ``{"message": ...}`` with its status."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": DeepLErrorBody, "description": "DeepL's error shape."} for code in codes}
-
-
-def _body(fields: dict[str, Any], required: list[str], multipart: bool = False) -> dict[str, Any]:
-    """The documented request body: JSON or form-encoded (multipart for files), as DeepL takes."""
-    schema = {"type": "object", "properties": fields, "required": required}
-    kinds = ["multipart/form-data"] if multipart else ["application/json", "application/x-www-form-urlencoded"]
-    return {"requestBody": {"required": True, "content": {kind: {"schema": schema} for kind in kinds}}}
 
 
 _TEXTS = {
@@ -182,7 +169,7 @@ _SOURCE = {"type": "string", "description": "EN, DE, ...; detected when absent."
 _TARGET = {"type": "string", "description": "DE, EN-GB, EN-US, ...", "example": "DE"}
 _BOOLEAN = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["0", "1", "true", "false"]}]}
 _GLOSSARY_ID = {"type": "string", "description": "A glossary of v2/glossaries (needs source_lang)."}
-_TRANSLATE_BODY = _body(
+_TRANSLATE_BODY = request_body(
     {
         "text": _TEXTS,
         "source_lang": _SOURCE,
@@ -519,7 +506,7 @@ async def glossary_pairs(request: Request, service: Service) -> Response:
     status_code=201,
     response_class=JSONResponse,
     responses={201: {"model": DeepLGlossary}, **_errors(400, 403)},
-    openapi_extra=_body(
+    openapi_extra=request_body(
         {
             "name": {"type": "string"},
             "source_lang": _SOURCE,
@@ -845,7 +832,7 @@ class _Job:
     summary="DeepL: upload a document to translate",
     response_class=JSONResponse,
     responses={200: {"model": DeepLDocumentHandle}, **_errors(400, 403, 413, 503)},
-    openapi_extra=_body(
+    openapi_extra=request_body(
         {
             "file": {"type": "string", "format": "binary"},
             "source_lang": _SOURCE,
@@ -927,7 +914,7 @@ async def _job(request: Request, service: ServiceState, document_id: str) -> _Jo
     summary="DeepL: a document's status",
     response_class=JSONResponse,
     responses={200: {"model": DeepLDocumentStatus}, **_errors(400, 403, 404)},
-    openapi_extra=_body({"document_key": {"type": "string"}}, ["document_key"]),
+    openapi_extra=request_body({"document_key": {"type": "string"}}, ["document_key"]),
 )
 async def document_status(document_id: str, request: Request, service: Service) -> Response:
     try:
@@ -952,7 +939,7 @@ async def document_status(document_id: str, request: Request, service: Service) 
         200: {"content": {"application/octet-stream": {}}, "description": "The file."},
         **_errors(400, 403, 404, 503),
     },
-    openapi_extra=_body({"document_key": {"type": "string"}}, ["document_key"]),
+    openapi_extra=request_body({"document_key": {"type": "string"}}, ["document_key"]),
 )
 async def document_result(document_id: str, request: Request, service: Service) -> Response:
     try:

@@ -26,7 +26,7 @@ from service.detection import language_name
 from service.errors import ApiError
 from service.recent import Recent
 from service.routes import translate as native
-from service.routes.params import BadBody, read_params
+from service.routes.params import BadBody, ShapedError, read_params, request_body
 from service.schemas import TranslateRequest
 
 router = APIRouter(prefix="/libretranslate", tags=["LibreTranslate-compatible"])
@@ -67,17 +67,10 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": LtErrorBody, "description": "LibreTranslate's error shape."} for code in codes}
 
 
-def _body(fields: dict[str, Any], required: list[str], multipart: bool = False) -> dict[str, Any]:
-    """The documented request body: JSON or form-encoded (multipart for files), as LibreTranslate takes."""
-    schema = {"type": "object", "properties": fields, "required": required}
-    kinds = ["multipart/form-data"] if multipart else ["application/json", "application/x-www-form-urlencoded"]
-    return {"requestBody": {"required": True, "content": {kind: {"schema": schema} for kind in kinds}}}
-
-
 _Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "Text(s)."}
 _KEY = {"type": "string", "description": "The server's MT_API_KEY, when it has one."}
 _LANG = {"type": "string", "description": "ISO 639-1 code.", "example": "de"}
-_TRANSLATE_BODY = _body(
+_TRANSLATE_BODY = request_body(
     {
         "q": _Q,
         "source": {"type": "string", "description": 'ISO 639-1 code, or "auto".', "example": "en"},
@@ -90,14 +83,8 @@ _TRANSLATE_BODY = _body(
 )
 
 
-class LtError(Exception):
+class LtError(ShapedError):
     """An error in LibreTranslate's shape: ``{"error": message}`` with its status."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
 
 
 def _response(status: int, body: object, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -251,7 +238,7 @@ async def languages(service: Service) -> Response:
     summary="LibreTranslate: detect the language of a text",
     response_class=JSONResponse,
     responses={200: {"model": list[LtDetected]}, **_errors(400, 403)},
-    openapi_extra=_body({"q": _Q, "api_key": _KEY}, ["q"]),
+    openapi_extra=request_body({"q": _Q, "api_key": _KEY}, ["q"]),
 )
 async def detect(request: Request, service: Service) -> Response:
     try:
@@ -274,7 +261,7 @@ async def detect(request: Request, service: Service) -> Response:
     summary="LibreTranslate: translate a plain text file",
     response_class=JSONResponse,
     responses={200: {"model": LtFile}, **_errors(400, 403, 413, 500, 503, 504)},
-    openapi_extra=_body(
+    openapi_extra=request_body(
         {"file": {"type": "string", "format": "binary"}, "source": _LANG, "target": _LANG, "api_key": _KEY},
         ["file", "source", "target"],
         multipart=True,

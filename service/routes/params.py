@@ -1,5 +1,6 @@
-"""The fields of a request to the APIs of other services (LibreTranslate's, DeepL's), wherever their clients put
-them: the query string, a JSON object, or a form (urlencoded or multipart)."""
+"""What the APIs of other services (LibreTranslate's, DeepL's) share: a request's fields wherever their clients put
+them (the query string, a JSON object, or a form, urlencoded or multipart), the documented shape of such a body,
+and an error in the service's own shape."""
 
 from __future__ import annotations
 
@@ -11,6 +12,24 @@ from fastapi import Request
 
 class BadBody(ValueError):
     """A body that cannot be read; the message says why."""
+
+
+class ShapedError(Exception):
+    """An error an API answers in its own shape, with its status (and headers, e.g. Retry-After)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def request_body(fields: dict[str, Any], required: list[str], multipart: bool = False) -> dict[str, Any]:
+    """The documented request body (an operation's ``openapi_extra``): JSON or form-encoded, or multipart for files,
+    as these services take them."""
+    schema = {"type": "object", "properties": fields, "required": required}
+    kinds = ["multipart/form-data"] if multipart else ["application/json", "application/x-www-form-urlencoded"]
+    return {"requestBody": {"required": True, "content": {kind: {"schema": schema} for kind in kinds}}}
 
 
 async def read_params(request: Request, lists: frozenset[str] = frozenset()) -> dict[str, Any]:
