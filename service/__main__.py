@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Every flag has an MT_* environment variable (e.g. --max-queue is MT_MAX_QUEUE). "
         "MT_API_KEY and MT_ADMIN_TOKEN are environment-only. For more throughput run more "
         "replicas, one per device, not more workers.",
+        allow_abbrev=False,  # --api-key is no flag (a secret stays out of ps), and no short form of --api-keys
     )
     for name, field in Settings.model_fields.items():
         annotation = field.annotation

@@ -24,6 +24,7 @@ from service.cache import TranslationCache
 from service.deps import ServiceState
 from service.engine_process import EngineProcess, bundle_front
 from service.errors import ERROR_CODES, install_error_handlers
+from service.keys import Keys, KeysError
 from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext, Shed
@@ -140,6 +141,18 @@ def _deepl_state(directory: Path | None) -> deepl.DeepLState:
     return state
 
 
+def _keys(settings: Settings, metrics: Metrics) -> Keys:
+    """MT_API_KEY and MT_API_KEYS, read and checked at start: a bad entry stops the server, named."""
+    try:
+        single = settings.api_key.get_secret_value() if settings.api_key else None
+        keys = Keys.configured(single, settings.api_keys, metrics)
+    except KeysError as err:
+        raise ConfigurationError(f"MT_API_KEYS {err}") from None
+    if keys:
+        log.info("API keys: %s", ", ".join(keys.names))
+    return keys
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -194,6 +207,7 @@ def create_app(
     models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
     glossaries = _glossaries(settings.glossary, models)
     deepl_state = _deepl_state(settings.glossary_dir)
+    keys = _keys(settings, metrics)
     for slot in models.slots:
         metrics.model_ready.labels(slot.name).set(0)
         for result in ("success", "failure"):
@@ -227,6 +241,7 @@ def create_app(
         batcher=remote or (Scheduler(limits, metrics) if kind == "continuous" else Batcher(limits, metrics)),
         models=models,
         glossaries=glossaries,
+        keys=keys,
         cache=TranslationCache(int(settings.cache_mb * 2**20)) if settings.cache_mb > 0 else None,
     )
 
@@ -270,7 +285,7 @@ def create_app(
         refusal=service.batcher.refusal,
         paths=DECODING_PATHS,
         metrics=metrics,
-        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        known=keys.known if keys else None,
     )
     if settings.cors_origins:
         app.add_middleware(

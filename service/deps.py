@@ -13,7 +13,8 @@ from inference.glossary import Glossary
 from service.batcher import Batcher
 from service.cache import TranslationCache
 from service.engine_process import EngineProcess
-from service.errors import ApiError
+from service.errors import ApiError, key_refusal
+from service.keys import Client, KeyRefused, Keys
 from service.metrics import Metrics
 from service.models import Models
 from service.scheduler import Scheduler
@@ -28,6 +29,8 @@ class ServiceState:
     metrics: Metrics
     batcher: Batcher | Scheduler | EngineProcess
     models: Models
+    keys: Keys = field(default_factory=Keys)
+    """Who may translate, and how much (MT_API_KEY, MT_API_KEYS)."""
     glossaries: dict[str, Glossary] = field(default_factory=dict)
     """The server's glossaries by language pair ("en-de"), MT_GLOSSARY."""
     cache: TranslationCache | None = None
@@ -47,14 +50,17 @@ _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="
 _bearer = HTTPBearer(auto_error=False, description="The admin token (MT_ADMIN_TOKEN).")
 
 
-async def check_api_key(service: Service, key: Annotated[str | None, Depends(_api_key_header)]) -> None:
-    expected = service.settings.api_key
-    if expected is None:
-        return
-    if not key:
-        raise ApiError(401, "unauthorized", "missing API key: send it in the X-API-Key header")
-    if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
-        raise ApiError(403, "forbidden", "wrong API key (X-API-Key)")
+async def check_api_key(
+    request: Request, service: Service, key: Annotated[str | None, Depends(_api_key_header)]
+) -> Client | None:
+    """The request's client (its key's name and limits; None when the server needs no key), charged one request."""
+    try:
+        client = service.keys.admit(key)
+    except KeyRefused as err:
+        raise key_refusal(err) from None
+    if client is not None:
+        request.state.log_fields["api_key"] = client.name
+    return client
 
 
 async def check_admin_token(
@@ -78,5 +84,5 @@ async def check_admin_token(
         raise ApiError(403, "forbidden", "wrong admin token")
 
 
-ApiKey = Annotated[None, Depends(check_api_key)]
+ApiKey = Annotated[Client | None, Depends(check_api_key)]
 AdminToken = Annotated[None, Depends(check_admin_token)]

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from service.batcher import BatcherClosed, BatchFailed, QueueFull, RequestTimeout, TooManySentences
+from service.keys import KeyRefused
 from service.loader import LoadInProgress
 from service.metrics import Metrics
 from service.schemas import ErrorResponse
@@ -23,6 +24,8 @@ ERROR_CODES = (
     "too_large",
     "unauthorized",
     "forbidden",
+    "rate_limited",
+    "quota_exceeded",
     "not_ready",
     "unknown_model",
     "unsupported_language_pair",
@@ -65,10 +68,22 @@ def error_response(
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
+def key_refusal(err: KeyRefused) -> ApiError:
+    """This API's answer to a request its key does not allow."""
+    if err.reason == "missing":
+        return ApiError(401, "unauthorized", "missing API key: send it in the X-API-Key header")
+    if err.reason == "wrong":
+        return ApiError(403, "forbidden", "wrong API key (X-API-Key)")
+    code = "rate_limited" if err.reason == "rate" else "quota_exceeded"
+    return ApiError(429, code, err.message, {"Retry-After": str(err.retry_after or 1)})
+
+
 def as_api_error(err: Exception) -> ApiError:
     """The client-facing form of the exceptions the service raises."""
     if isinstance(err, ApiError):
         return err
+    if isinstance(err, KeyRefused):
+        return key_refusal(err)
     if isinstance(err, QueueFull):
         return ApiError(503, "overloaded", str(err), {"Retry-After": str(err.retry_after)})
     if isinstance(err, TooManySentences):

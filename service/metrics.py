@@ -141,6 +141,22 @@ class Metrics:
             ["model", "outcome"],
             registry=r,
         )
+        self.key_requests = Counter(
+            "mt_api_key_requests", "Requests admitted, by API key (its name in MT_API_KEYS).", ["key"], registry=r
+        )
+        self.key_characters = Counter(
+            "mt_api_key_characters",
+            "Characters translated, by API key (what its daily limit counts).",
+            ["key"],
+            registry=r,
+        )
+        self.key_refusals = Counter(
+            "mt_api_key_refusals",
+            "Requests refused for a key's limits, by API key and limit (rate: requests a minute, quota: characters "
+            "a day).",
+            ["key", "limit"],
+            registry=r,
+        )
         self.cache_sentences = Counter(
             "mt_cache_sentences",
             "Sentences looked up in the translation cache (MT_CACHE_MB), by model and result: hit (answered from "

@@ -242,7 +242,15 @@ class Settings(BaseSettings):
         "unset: in memory only (docs/service.md#deepls-api).",
     )
 
-    api_key: SecretStr | None = Field(None, description="If set, /translate requires header X-API-Key with it.")
+    api_key: SecretStr | None = Field(
+        None, description="If set, requests need this key (X-API-Key; every API, docs/service.md#api-keys)."
+    )
+    api_keys: Path | None = Field(
+        None,
+        description='A JSON file of named keys with optional limits, {"team-a": {"key": "...", '
+        '"requests_per_minute": 120, "characters_per_day": 2000000}} (or "key_sha256"): requests need one of them '
+        "(docs/service.md#api-keys). Read at start.",
+    )
     admin_token: SecretStr | None = Field(
         None,
         description="If set, enables POST /admin/reload with 'Authorization: Bearer <token>'.",

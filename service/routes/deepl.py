@@ -39,6 +39,7 @@ from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import ApiError
 from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError, parse_entries
+from service.keys import Client, KeyRefused
 from service.recent import Recent
 from service.routes import translate as native
 from service.routes.params import BadBody, ShapedError, read_params, request_body
@@ -48,6 +49,8 @@ router = APIRouter(prefix="/deepl/v2", tags=["DeepL-compatible"])
 
 REGIONS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
 """The target codes DeepL's clients send for these languages (its client refuses a bare "EN" or "PT")."""
+QUOTA_EXCEEDED = 456
+"""DeepL's status for a spent character quota (its clients raise QuotaExceededException)."""
 NO_LIMIT = 1_000_000_000_000
 """``character_limit`` in v2/usage: the figure DeepL reports for an account without a limit."""
 KEPT_DOCUMENTS = 64
@@ -200,8 +203,10 @@ def _response(status: int, body: object, headers: dict[str, str] | None = None) 
 def _error(err: DeepLError | ApiError | StoreError) -> JSONResponse:
     if isinstance(err, StoreError):
         return _response(400, {"message": str(err)})
-    # DeepL answers a bad request 400 (this API's validation errors are 422) and a wrong key 403
+    # DeepL answers a bad request 400 (this API's validation errors are 422), a wrong key 403, a spent quota 456
     status = {401: 403, 415: 400, 422: 400}.get(err.status, err.status)
+    if isinstance(err, ApiError) and err.code == "quota_exceeded":
+        status = QUOTA_EXCEEDED
     return _response(status, {"message": err.message}, err.headers)
 
 
@@ -216,17 +221,24 @@ async def _params(request: Request) -> dict[str, Any]:
     return params
 
 
-def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
-    expected = service.settings.api_key
-    if expected is None:
-        return
+def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
+    """The request's client (service/keys.py), charged one request; None when the server needs no key."""
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "deepl-auth-key":
         key = params.get("auth_key") or request.headers.get("x-api-key") or ""  # DeepL's old field, this API's header
-    if not isinstance(key, str) or not key.strip():
-        raise DeepLError(403, "Authorization failure: send 'Authorization: DeepL-Auth-Key <the server's MT_API_KEY>'")
-    if not secrets.compare_digest(key.strip().encode(), expected.get_secret_value().encode()):
-        raise DeepLError(403, "Authorization failure: wrong key")
+    try:
+        client = service.keys.admit(key.strip() if isinstance(key, str) else None)
+    except KeyRefused as err:
+        if err.reason == "missing":
+            message = "Authorization failure: send 'Authorization: DeepL-Auth-Key <a key of the server>'"
+            raise DeepLError(403, message) from None
+        if err.reason == "wrong":
+            raise DeepLError(403, "Authorization failure: wrong key") from None
+        status = 429 if err.reason == "rate" else QUOTA_EXCEEDED
+        raise DeepLError(status, err.message, {"Retry-After": str(err.retry_after or 1)}) from None
+    if client is not None:
+        request.state.log_fields["api_key"] = client.name
+    return client
 
 
 def _language(params: dict[str, Any], name: str, required: bool) -> str | None:
@@ -329,14 +341,14 @@ def _request(
 async def translate(request: Request, service: Service) -> Response:
     try:
         params = await _params(request)
-        _check_key(service, request, params)
+        client = _check_key(service, request, params)
         texts = _texts(params)
         target = _language(params, "target_lang", required=True)
         source = _language(params, "source_lang", required=False)
         _refuse_the_unsupported(params)
         terms = _glossary_terms(_state(request).glossaries, params, source, target)
         body = _request(texts, source or "auto", target or "", params, terms)
-        done = await native.translate_texts(service, body, request.state.log_fields)
+        done = await native.translate_texts(service, body, request.state.log_fields, client=client)
     except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     detected = (done.detected.language if done.detected else source) or done.model.source_language
@@ -401,10 +413,13 @@ _USAGE: dict[str, Any] = {
 @router.post("/usage", operation_id="deepl_usage_post", **_USAGE)
 async def usage(request: Request, service: Service) -> Response:
     try:
-        _check_key(service, request, await _params(request))
+        client = _check_key(service, request, await _params(request))
     except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
-    return _response(200, {"character_count": _state(request).characters, "character_limit": NO_LIMIT})
+    if client is None or client.characters_per_day is None:
+        return _response(200, {"character_count": _state(request).characters, "character_limit": NO_LIMIT})
+    used = service.keys.used_today(client)  # a key with a daily limit: today's characters (UTC) and the limit
+    return _response(200, {"character_count": used, "character_limit": client.characters_per_day})
 
 
 # -- glossaries ---------------------------------------------------------------------------------------------
@@ -850,7 +865,7 @@ async def upload_document(request: Request, service: Service) -> Response:
         if kind != "multipart/form-data":
             raise DeepLError(400, "Send the document as multipart/form-data with a 'file' field.")
         params = await _params(request)
-        _check_key(service, request, params)
+        client = _check_key(service, request, params)
         upload = params.get("file")
         if upload is None or isinstance(upload, str) or not upload.filename:
             raise DeepLError(400, "Parameter 'file' not specified.")
@@ -875,17 +890,19 @@ async def upload_document(request: Request, service: Service) -> Response:
     job = _Job(key=secrets.token_hex(32).upper(), name=name)
     state = _state(request)
     state.jobs.put(document_id, job)
-    job.task = asyncio.create_task(_translate_document(service, state, job, data, options))
+    job.task = asyncio.create_task(_translate_document(service, state, job, data, options, client))
     return _response(200, {"document_id": document_id, "document_key": job.key})
 
 
 async def _translate_document(
-    service: ServiceState, state: DeepLState, job: _Job, data: bytes, options: dict[str, Any]
+    service: ServiceState, state: DeepLState, job: _Job, data: bytes, options: dict[str, Any], client: Client | None
 ) -> None:
     job.status = "translating"
     fields: dict[str, Any] = {}
     try:
-        job.result, job.media_type = await native.translate_file(service, job.name, data, options, fields)
+        job.result, job.media_type = await native.translate_file(
+            service, job.name, data, options, fields, client=client
+        )
     except ApiError as err:
         job.status, job.error = "error", err.message
         return

@@ -11,7 +11,6 @@ markup (core/markup.py), without alternatives as in LibreTranslate.
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from pathlib import PurePath
 from typing import Any
@@ -24,6 +23,7 @@ from core.documents import KINDS
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import ApiError
+from service.keys import Client, KeyRefused
 from service.recent import Recent
 from service.routes import translate as native
 from service.routes.params import BadBody, ShapedError, read_params, request_body
@@ -103,17 +103,21 @@ async def _params(request: Request) -> dict[str, Any]:
         raise LtError(400, str(err)) from None
 
 
-def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> None:
+def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
+    """The request's client (service/keys.py), charged one request; None when the server needs no key."""
     if "api_key" in params and not isinstance(params["api_key"], str):  # the documented type, key or no key
         raise LtError(400, "Invalid request: api_key must be a string")
-    expected = service.settings.api_key
-    if expected is None:
-        return
-    key = params.get("api_key") or request.headers.get("x-api-key")
-    if not isinstance(key, str) or not key:
-        raise LtError(403, "Invalid API key: send it as api_key (the server's MT_API_KEY)")
-    if not secrets.compare_digest(key.encode(), expected.get_secret_value().encode()):
-        raise LtError(403, "Invalid API key")
+    try:
+        client = service.keys.admit(params.get("api_key") or request.headers.get("x-api-key"))
+    except KeyRefused as err:
+        if err.reason == "missing":
+            raise LtError(403, "Invalid API key: send it as api_key (one of the server's keys)") from None
+        if err.reason == "wrong":
+            raise LtError(403, "Invalid API key") from None
+        raise LtError(429, err.message, {"Retry-After": str(err.retry_after or 1)}) from None
+    if client is not None:
+        request.state.log_fields["api_key"] = client.name
+    return client
 
 
 def _required(params: dict[str, Any], name: str) -> Any:
@@ -193,13 +197,13 @@ def _detected(detected: Any) -> dict[str, Any]:
 async def translate(request: Request, service: Service) -> Response:
     try:
         params = await _params(request)
-        _check_key(service, request, params)
+        client = _check_key(service, request, params)
         q = _texts(params)
         source, target = _language(params, "source"), _language(params, "target")
         text_format = _format(params)
         alternatives = _alternatives(params)
         body = _request(q, source, target, alternatives, text_format)
-        done = await native.translate_texts(service, body, request.state.log_fields)
+        done = await native.translate_texts(service, body, request.state.log_fields, client=client)
     except (LtError, ApiError) as err:
         return _error(err)
     texts = [t.text for t in done.texts]
@@ -277,7 +281,7 @@ async def translate_file(request: Request, service: Service) -> Response:
         except Exception as err:
             raise LtError(400, f"Invalid form data: {err}") from None
         params = {key: form.getlist(key)[-1] for key in form.keys()}
-        _check_key(service, request, params)
+        client = _check_key(service, request, params)
         upload = params.get("file")
         if upload is None or isinstance(upload, str):
             raise LtError(400, "Invalid request: missing file parameter")
@@ -290,7 +294,9 @@ async def translate_file(request: Request, service: Service) -> Response:
         source, target = _language(params, "source"), _language(params, "target")
         options = {"source_lang": source, "target_lang": target}
         data = await upload.read()
-        translated, _ = await native.translate_file(service, name, data, options, request.state.log_fields)
+        translated, _ = await native.translate_file(
+            service, name, data, options, request.state.log_fields, client=client
+        )
     except (LtError, ApiError) as err:
         return _error(err)
     key = f"{uuid.uuid4()}.{name}"

@@ -27,7 +27,8 @@ from inference.glossary import apply as apply_glossary
 from service.batcher import RequestTimeout, TooManySentences
 from service.deps import ApiKey, Service, ServiceState
 from service.detection import Detection
-from service.errors import ApiError
+from service.errors import ApiError, key_refusal
+from service.keys import Client, KeyRefused
 from service.loader import LoadedModel, model_ref
 from service.results import Wanted, text_translation
 from service.schemas import (
@@ -72,8 +73,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     "translated with beam search and joined back with their original whitespace. One translation "
     "per input text, in order.",
 )
-async def translate(body: TranslateRequest, request: Request, service: Service, _: ApiKey) -> Response:
-    done = await translate_texts(service, body, request.state.log_fields)
+async def translate(body: TranslateRequest, request: Request, service: Service, client: ApiKey) -> Response:
+    done = await translate_texts(service, body, request.state.log_fields, client=client)
     payload = await asyncio.to_thread(_payload, done)
     return Response(payload, media_type="application/json")
 
@@ -88,17 +89,24 @@ class Done:
 
 
 async def translate_texts(
-    service: ServiceState, body: TranslateRequest, fields: dict[str, Any], *, links: bool = False
+    service: ServiceState,
+    body: TranslateRequest,
+    fields: dict[str, Any],
+    *,
+    links: bool = False,
+    client: Client | None = None,
 ) -> Done:
     """What /translate does, for every API shape the server speaks: limits, model choice (detecting the source
     language for "auto"), sentence splitting, batching with other requests, joining the sentences back.
     ``fields`` is the request's access log line; sizes go there even if it fails. ``links``: each result carries
-    its word alignment (what documents need to put their markup back)."""
+    its word alignment (what documents need to put their markup back). ``client``: whose key the characters count
+    against (service/keys.py)."""
     settings = service.settings
     started = time.monotonic()
     texts = body.texts()
     fields.update(texts=len(texts), chars=sum(len(t) for t in texts), beam_size=body.beam_size)
     _check_limits(texts, settings.max_texts, settings.max_chars)
+    charge(service, client, fields["chars"])
     detected = None
     source = body.source_lang
     if source == "auto":
@@ -253,7 +261,7 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
         }
     },
 )
-async def translate_document(request: Request, service: Service, _: ApiKey) -> Response:
+async def translate_document(request: Request, service: Service, client: ApiKey) -> Response:
     fields = request.state.log_fields
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "multipart/form-data":
         raise ApiError(415, "unsupported_format", "send the document as multipart/form-data with a 'file' field")
@@ -274,7 +282,7 @@ async def translate_document(request: Request, service: Service, _: ApiKey) -> R
             options["glossary"] = json.loads(glossary)
         except json.JSONDecodeError as err:
             raise ApiError(422, "validation", f"glossary: not JSON ({err}); send an object of terms") from None
-    data, media_type = await translate_file(service, name, await upload.read(), options, fields)
+    data, media_type = await translate_file(service, name, await upload.read(), options, fields, client=client)
     quoted = urllib.parse.quote(name, safe="")
     return Response(
         data, media_type=media_type, headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quoted}"}
@@ -282,7 +290,13 @@ async def translate_document(request: Request, service: Service, _: ApiKey) -> R
 
 
 async def translate_file(
-    service: ServiceState, name: str, data: bytes, options: dict[str, Any], fields: dict[str, Any]
+    service: ServiceState,
+    name: str,
+    data: bytes,
+    options: dict[str, Any],
+    fields: dict[str, Any],
+    *,
+    client: Client | None = None,
 ) -> tuple[bytes, str]:
     """A whole file (core/documents.py) translated: its paragraphs and strings go through ``translate_texts`` in
     groups of MT_MAX_TEXTS, with their word links, and the file is written again. Returns it and its media type."""
@@ -302,6 +316,7 @@ async def translate_file(
             f"{settings.max_queue} (MT_MAX_QUEUE): split the document",
         )
     fields.update(document=name, segments=len(document.segments), chars=sum(len(s.text) for s in document.segments))
+    charge(service, client, fields["chars"])  # the whole document, before any of it is translated
     done: list[tuple[str, Links]] = []
     step = settings.max_texts
     for start in range(0, len(document.segments), step):
@@ -313,6 +328,14 @@ async def translate_file(
         result = await translate_texts(service, body, dict(fields), links=True)
         done += [(t.text, _links(t)) for t in result.texts]
     return await asyncio.to_thread(document.rebuild, done), document.media_type
+
+
+def charge(service: ServiceState, client: Client | None, characters: int) -> None:
+    """Count ``characters`` against the client's daily limit: 429 quota_exceeded where they pass it."""
+    try:
+        service.keys.charge(client, characters)
+    except KeyRefused as err:
+        raise key_refusal(err) from None
 
 
 def _detected(detection: Detection) -> str:
