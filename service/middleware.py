@@ -148,9 +148,10 @@ class Shed:
     Inside :class:`RequestContext`, which has read the body (so the connection stays usable) and gives the answer
     its request id, latency metric and access log line; inside CORS, so a browser can read the refusal. ``paths``
     maps each path to its error shape: ``"api"`` (this API's ``ErrorResponse``), ``"libretranslate"``
-    (``{"error": message}``) or ``"deepl"`` (``{"message": message}``). With ``MT_API_KEY`` set, a request is refused
-    early only when its key is right (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``; LibreTranslate's
-    travels in the body: those are left to the route); others go on to be told why."""
+    (``{"error": message}``) or ``"deepl"`` (``{"message": message}``). With API keys set (``known``: is this one of
+    them, service/keys.py), a request is refused early only when its key is right (``X-API-Key``, DeepL's
+    ``Authorization: DeepL-Auth-Key``; LibreTranslate's travels in the body: those are left to the route); others go
+    on to be told why."""
 
     def __init__(
         self,
