@@ -3,7 +3,8 @@
 Its field names, response shapes and status codes (LibreTranslate's API documentation, and its Python client
 ``libretranslatepy``): ``POST translate`` (``q`` a string or a list, ``source`` incl. ``auto``, ``target``,
 ``format``, ``alternatives``, ``api_key``), ``GET languages``, ``POST detect``, ``POST translate_file`` (the
-files /translate/document takes: .txt, .html, .md, .po) with ``GET download_file/<name>``. Bodies may be JSON,
+files /translate/document takes: .txt, .html, .md, .po) with ``GET download_file/<name>``, ``GET frontend/settings``
+(the text limit, whether a key is needed, the file formats) and ``POST suggest`` (refused: no suggestions kept). Bodies may be JSON,
 form-encoded or multipart, as LibreTranslate accepts; errors are ``{"error": message}``. Behind it is the
 server's own /translate path (the same model choice, limits, batching and metrics); ``format: html`` keeps the
 markup (core/markup.py), without alternatives as in LibreTranslate.
@@ -34,6 +35,8 @@ router = APIRouter(prefix="/libretranslate", tags=["LibreTranslate-compatible"])
 MAX_ALTERNATIVES = 15
 """n-best is at most the beam, and the beam at most 16."""
 
+FRONTEND_TIMEOUT_MS = 500
+"""What ``frontend/settings`` tells a page to wait after typing before it translates."""
 KEPT_FILES = 64
 """Translated files kept for download_file, newest last; older ones are forgotten."""
 
@@ -235,6 +238,64 @@ async def languages(service: Service) -> Response:
                 targets[pair.source].append(pair.target)
     body = [{"code": code, "name": language_name(code), "targets": sorted(to)} for code, to in targets.items()]
     return _response(200, body)
+
+
+class LtSettingsLanguage(BaseModel):
+    code: str
+    name: str
+
+
+class LtSettingsLanguages(BaseModel):
+    source: LtSettingsLanguage
+    target: LtSettingsLanguage
+
+
+class LtSettings(BaseModel):
+    charLimit: int = Field(description="MT_MAX_CHARS: the longest text.")  # noqa: N815
+    frontendTimeout: int = Field(description="Milliseconds a page waits after typing before it translates.")  # noqa: N815
+    apiKeys: bool  # noqa: N815
+    keyRequired: bool  # noqa: N815
+    suggestions: bool = Field(description="Always false: this server takes no suggestions.")
+    filesTranslation: bool  # noqa: N815
+    supportedFilesFormat: list[str]  # noqa: N815
+    language: LtSettingsLanguages
+
+
+@router.get(
+    "/frontend/settings",
+    summary="LibreTranslate: what a client needs to know of this server",
+    response_class=JSONResponse,
+    responses={200: {"model": LtSettings}},
+)
+async def frontend_settings(service: Service) -> Response:
+    models = service.models
+    pairs = [pair for pair in map(models.pair_of, models.slots) if pair is not None]
+    source, target = (pairs[0].source, pairs[0].target) if pairs else ("en", "de")
+    keyed = bool(service.keys)
+    body = {
+        "charLimit": service.settings.max_chars,
+        "frontendTimeout": FRONTEND_TIMEOUT_MS,
+        "apiKeys": keyed,
+        "keyRequired": keyed,
+        "suggestions": False,
+        "filesTranslation": True,
+        "supportedFilesFormat": sorted(KINDS),
+        "language": {
+            "source": {"code": source, "name": language_name(source)},
+            "target": {"code": target, "name": language_name(target)},
+        },
+    }
+    return _response(200, body)
+
+
+@router.post(
+    "/suggest",
+    summary="LibreTranslate: suggest a better translation (not taken here)",
+    response_class=JSONResponse,
+    responses=_errors(403),
+)
+async def suggest() -> Response:
+    return _response(403, {"error": "Suggestions are disabled on this server: it keeps no corrections"})
 
 
 @router.post(

@@ -147,3 +147,23 @@ def test_html_keeps_its_markup_as_libretranslate_promises(server: ThreadServer) 
     body = {"q": "<p>Click <b>Save</b> now</p>", "source": "en", "target": "de", "format": "html", "alternatives": 2}
     r = server.client.post("/libretranslate/translate", json=body)
     assert r.json() == {"translatedText": "<p>de:now <b>Save</b> Click</p>", "alternatives": []}
+
+
+def test_frontend_settings_say_what_a_client_needs_and_suggestions_are_refused(server: ThreadServer) -> None:
+    settings = server.client.get("/libretranslate/frontend/settings").json()
+    assert settings["charLimit"] == server.service.settings.max_chars
+    assert (settings["keyRequired"], settings["apiKeys"], settings["suggestions"]) == (False, False, False)
+    assert ".po" in settings["supportedFilesFormat"] and settings["filesTranslation"] is True
+    assert settings["language"] == {
+        "source": {"code": "en", "name": "English"},
+        "target": {"code": "de", "name": "German"},
+    }
+    r = server.client.post("/libretranslate/suggest", data={"q": "a", "s": "b", "source": "en", "target": "de"})
+    assert r.status_code == 403 and "Suggestions are disabled" in r.json()["error"]
+
+
+def test_frontend_settings_say_a_key_is_required(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "en-de")
+    with thread_server(settings_for(bundle, api_key="k3y-k3y-k3y"), FakeLoader()) as s:
+        settings = s.client.get("/libretranslate/frontend/settings").json()
+        assert settings["keyRequired"] is True and settings["apiKeys"] is True
