@@ -84,5 +84,16 @@ async def check_admin_token(
         raise ApiError(403, "forbidden", "wrong admin token")
 
 
+async def check_api_key_only(
+    request: Request, service: Service, key: Annotated[str | None, Depends(_api_key_header)]
+) -> Client | None:
+    """As check_api_key, without refusing a key whose day is spent: for asking what is left."""
+    try:
+        return service.keys.admit(key, quota=False)
+    except KeyRefused as err:
+        raise key_refusal(err) from None
+
+
 ApiKey = Annotated[Client | None, Depends(check_api_key)]
+KeyOnly = Annotated[Client | None, Depends(check_api_key_only)]
 AdminToken = Annotated[None, Depends(check_admin_token)]

@@ -112,8 +112,9 @@ class Keys:
         """Whether ``given`` is a key of this server (nothing charged)."""
         return bool(given) and _digest(given or "") in self._by_digest
 
-    def admit(self, given: str | None) -> Client | None:
-        """The client of ``given``, charged one request; None when no key is needed. Raises KeyRefused."""
+    def admit(self, given: str | None, quota: bool = True) -> Client | None:
+        """The client of ``given``, charged one request; None when no key is needed. Raises KeyRefused, also when
+        the key's day is spent unless ``quota`` is False (asking what is left)."""
         if not self._by_digest:
             return None
         if not given:
@@ -122,7 +123,7 @@ class Keys:
         if client is None:
             raise KeyRefused("wrong", "wrong API key")
         try:
-            self._take(client)
+            self._take(client, quota)
         except KeyRefused as err:
             self._refused(client, err)
             raise
@@ -130,10 +131,10 @@ class Keys:
             self.metrics.key_requests.labels(client.name).inc()
         return client
 
-    def _take(self, client: Client) -> None:
-        """One request off the client's bucket; KeyRefused when it is empty or the day's characters are spent."""
+    def _take(self, client: Client, quota: bool) -> None:
+        """One request off the client's bucket; KeyRefused when it is empty or (``quota``) the day is spent."""
         with self._lock:
-            self._quota_left(client, 1)  # a key whose day is spent is refused before its request costs anything
+            self._quota_left(client, 1 if quota else 0)  # a spent day is refused before a request costs anything
             limit = client.requests_per_minute
             if limit is not None:
                 now = time.monotonic()

@@ -336,6 +336,13 @@ class Detection(BaseModel):
     candidates: list[DetectedLanguage] = Field(description="Every language served, most likely first.")
 
 
+class UsageResponse(BaseModel):
+    key: str | None = Field(None, description="The key's name (MT_API_KEYS; MT_API_KEY's is default).")
+    characters_today: int | None = Field(None, description="Characters translated since 00:00 UTC.")
+    characters_per_day: int | None = Field(None, description="The key's daily limit; null: none.")
+    requests_per_minute: int | None = Field(None, description="The key's rate; null: none.")
+
+
 class DetectResponse(BaseModel):
     detections: list[Detection] = Field(description="One per text, in order.")
 

@@ -161,7 +161,9 @@ class DeepLError(ShapedError):
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": DeepLErrorBody, "description": "DeepL's error shape."} for code in codes}
+    """The error answers of a route; one that checks the key (403) may also answer a key's limits (429, 456)."""
+    limits = (429, QUOTA_EXCEEDED) if 403 in codes else ()
+    return {code: {"model": DeepLErrorBody, "description": "DeepL's error shape."} for code in (*codes, *limits)}
 
 
 _TEXTS = {
@@ -221,13 +223,14 @@ async def _params(request: Request) -> dict[str, Any]:
     return params
 
 
-def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
-    """The request's client (service/keys.py), charged one request; None when the server needs no key."""
+def _check_key(service: ServiceState, request: Request, params: dict[str, Any], quota: bool = True) -> Client | None:
+    """The request's client (service/keys.py), charged one request; None when the server needs no key. ``quota``
+    False: a key whose day is spent is let through (v2/usage reports it)."""
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "deepl-auth-key":
         key = params.get("auth_key") or request.headers.get("x-api-key") or ""  # DeepL's old field, this API's header
     try:
-        client = service.keys.admit(key.strip() if isinstance(key, str) else None)
+        client = service.keys.admit(key.strip() if isinstance(key, str) else None, quota)
     except KeyRefused as err:
         if err.reason == "missing":
             message = "Authorization failure: send 'Authorization: DeepL-Auth-Key <a key of the server>'"
@@ -413,7 +416,7 @@ _USAGE: dict[str, Any] = {
 @router.post("/usage", operation_id="deepl_usage_post", **_USAGE)
 async def usage(request: Request, service: Service) -> Response:
     try:
-        client = _check_key(service, request, await _params(request))
+        client = _check_key(service, request, await _params(request), quota=False)
     except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
     if client is None or client.characters_per_day is None:

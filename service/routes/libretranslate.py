@@ -67,7 +67,9 @@ class LtFile(BaseModel):
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": LtErrorBody, "description": "LibreTranslate's error shape."} for code in codes}
+    """The error answers of a route; one that checks the key (403) may also answer a key's limits (429)."""
+    limits = (429,) if 403 in codes else ()
+    return {code: {"model": LtErrorBody, "description": "LibreTranslate's error shape."} for code in (*codes, *limits)}
 
 
 _Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "Text(s)."}
@@ -292,7 +294,7 @@ async def frontend_settings(service: Service) -> Response:
     "/suggest",
     summary="LibreTranslate: suggest a better translation (not taken here)",
     response_class=JSONResponse,
-    responses=_errors(403),
+    responses={403: {"model": LtErrorBody, "description": "Always: no suggestions are kept."}},
 )
 async def suggest() -> Response:
     return _response(403, {"error": "Suggestions are disabled on this server: it keeps no corrections"})

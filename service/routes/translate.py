@@ -25,7 +25,7 @@ from core.translation import DecodeOptions, Translation
 from inference.glossary import Glossary, Term
 from inference.glossary import apply as apply_glossary
 from service.batcher import RequestTimeout, TooManySentences
-from service.deps import ApiKey, Service, ServiceState
+from service.deps import ApiKey, KeyOnly, Service, ServiceState
 from service.detection import Detection
 from service.errors import ApiError, key_refusal
 from service.keys import Client, KeyRefused
@@ -39,6 +39,7 @@ from service.schemas import (
     TextTranslation,
     TranslateRequest,
     TranslateResponse,
+    UsageResponse,
 )
 from service.schemas import Detection as DetectionResult
 
@@ -58,6 +59,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     ),
     404: _error("No model of that name; the message lists the models served."),
     422: _error("Invalid request body; the message says which field and why."),
+    429: _error(
+        "The API key's requests a minute or characters a day are spent (rate_limited, quota_exceeded); see Retry-After."
+    ),
     500: _error("The engine failed on this request's sentences."),
     503: _error("Queue full, model not ready or shutting down; see Retry-After."),
     504: _error("Not translated within the server's request timeout."),
@@ -342,10 +346,29 @@ def _detected(detection: Detection) -> str:
     return f"{detection.language} (confidence {detection.confidence:.2f})"
 
 
+@router.get(
+    "/usage",
+    response_model=UsageResponse,
+    responses={k: v for k, v in _ERRORS.items() if k in (401, 403, 429)},
+    summary="What the API key used today, and its limits",
+    description="The key of X-API-Key (docs/service.md#api-keys): its name, the characters it had translated today "
+    "(UTC) and its limits; all null on a server without keys. Asking counts as one of the key's requests.",
+)
+async def usage(service: Service, client: KeyOnly) -> UsageResponse:
+    if client is None:
+        return UsageResponse()
+    return UsageResponse(
+        key=client.name,
+        characters_today=service.keys.used_today(client),
+        characters_per_day=client.characters_per_day,
+        requests_per_minute=client.requests_per_minute,
+    )
+
+
 @router.post(
     "/detect",
     response_model=DetectResponse,
-    responses={k: v for k, v in _ERRORS.items() if k in (401, 403, 413, 422)},
+    responses={k: v for k, v in _ERRORS.items() if k in (401, 403, 413, 422, 429)},
     summary="Detect the language of one or more texts",
     description="Among the languages this server serves (sources and targets of its models): the most likely "
     "one per text with its confidence, and every candidate. The same detection picks the model for "

@@ -134,11 +134,15 @@ def test_every_api_asks_for_a_key_and_counts_against_its_limits(tmp_path: Path) 
             translator.translate_text("d", target_lang="DE")
         with pytest.raises(deepl.AuthorizationException):
             deepl.Translator("wrong-key-x", server_url=s.url + "/deepl/").translate_text("a", target_lang="DE")
+        usage = s.client.get("/usage", headers={"X-API-Key": "quota-key-b"}).json()
+        assert usage == {"key": "quota", "characters_today": 20, "characters_per_day": 20, "requests_per_minute": None}
+        assert s.client.get("/usage", headers={"X-API-Key": "plain-key-0"}).json()["key"] == "default"
         metrics = s.client.get("/metrics").text
         assert 'mt_api_key_requests_total{key="rate"} 2.0' in metrics
         assert 'mt_api_key_refusals_total{key="rate",limit="rate"} 2.0' in metrics
         assert 'mt_api_key_characters_total{key="quota"} 20.0' in metrics
-        assert 'mt_api_key_refusals_total{key="quota",limit="quota"} 3.0' in metrics
+        assert 'mt_api_key_refusals_total{key="quota",limit="quota"} 3.0' in metrics  # not /usage: it says so
+        assert deepl.Translator("quota-key-b", server_url=s.url + "/deepl/").get_usage().character.limit_reached
 
 
 def test_a_document_is_charged_whole_before_it_is_translated(tmp_path: Path) -> None:
