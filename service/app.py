@@ -122,7 +122,7 @@ def _glossaries(path: Path | None, models: Models) -> dict[str, Glossary]:
         glossaries = read_glossaries(path)
     except GlossaryError as err:
         raise ConfigurationError(f"MT_GLOSSARY {err}") from None
-    served = {f"{pair.source}-{pair.target}" for pair in map(models.pair_of, models.slots) if pair}
+    served = {f"{pair.source}-{pair.target}" for pair in models.pairs()}
     for pair, glossary in glossaries.items():
         note = "" if pair in served else " (no model serves that pair)"
         log.info("glossary %s: %d terms from %s%s", pair, len(glossary), path, note)

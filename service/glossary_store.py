@@ -61,15 +61,21 @@ class StoredGlossary:
     creation_time: str
     dictionaries: tuple[Dictionary, ...]
 
+    def __post_init__(self) -> None:
+        pairs = [(d.source_lang, d.target_lang) for d in self.dictionaries]
+        twice = next((pair for pair in pairs if pairs.count(pair) > 1), None)
+        if twice is not None:
+            raise StoreError(f"Two dictionaries for {twice[0]}->{twice[1]}: a glossary holds one per language pair.")
+
     @classmethod
     def new(cls, name: str, dictionaries: list[Dictionary]) -> StoredGlossary:
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return cls(str(uuid.uuid4()), name, now, _distinct(dictionaries))
+        return cls(str(uuid.uuid4()), name, now, tuple(dictionaries))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StoredGlossary:
         dictionaries = tuple(Dictionary(**d) for d in data["dictionaries"])
-        return cls(data["glossary_id"], data["name"], data["creation_time"], _distinct(list(dictionaries)))
+        return cls(data["glossary_id"], data["name"], data["creation_time"], dictionaries)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -78,7 +84,7 @@ class StoredGlossary:
         return next((d for d in self.dictionaries if (d.source_lang, d.target_lang) == (source, target)), None)
 
     def with_dictionaries(self, dictionaries: list[Dictionary]) -> StoredGlossary:
-        return dataclasses.replace(self, dictionaries=_distinct(dictionaries))
+        return dataclasses.replace(self, dictionaries=tuple(dictionaries))
 
     def v3_info(self) -> dict[str, Any]:
         return {
@@ -100,14 +106,6 @@ class StoredGlossary:
             **only.info(),
             "creation_time": self.creation_time,
         }
-
-
-def _distinct(dictionaries: list[Dictionary]) -> tuple[Dictionary, ...]:
-    pairs = [(d.source_lang, d.target_lang) for d in dictionaries]
-    twice = next((pair for pair in pairs if pairs.count(pair) > 1), None)
-    if twice is not None:
-        raise StoreError(f"Two dictionaries for {twice[0]}->{twice[1]}: a glossary holds one per language pair.")
-    return tuple(dictionaries)
 
 
 def parse_entries(text: str, entries_format: str) -> dict[str, str]:

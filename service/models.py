@@ -119,6 +119,10 @@ class Models:
             return Pair(str(source), str(target)) if source and target else None
         return self._declared[id(slot)]
 
+    def pairs(self) -> list[Pair]:
+        """The language pairs served, in the models' order (a model without languages has none)."""
+        return [pair for pair in map(self.pair_of, self.slots) if pair is not None]
+
     def named(self, name: str) -> ModelSlot | None:
         return next((s for s in self.slots if s.name == name), None)
 
@@ -172,7 +176,7 @@ class Models:
 
     def languages(self) -> tuple[str, ...]:
         """Every language served, as a source or a target."""
-        pairs = [pair for pair in map(self.pair_of, self.slots) if pair is not None]
+        pairs = self.pairs()
         return tuple(sorted({p.source for p in pairs} | {p.target for p in pairs}))
 
     async def detect(self, text: str) -> list[Detection]:

@@ -394,7 +394,7 @@ async def languages(request: Request, service: Service) -> Response:
             raise DeepLError(400, "Value for 'type' not supported: use source or target")
     except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
-    codes = sorted({getattr(pair, kind) for pair in _pairs(service)})
+    codes = sorted({getattr(pair, kind) for pair in service.models.pairs()})
     if kind == "source":
         return _response(200, [{"language": code.upper(), "name": language_name(code)} for code in codes])
     body = []
@@ -428,11 +428,6 @@ async def usage(request: Request, service: Service) -> Response:
 # -- glossaries ---------------------------------------------------------------------------------------------
 
 
-def _pairs(service: ServiceState) -> list[Any]:
-    models = service.models
-    return [pair for pair in map(models.pair_of, models.slots) if pair is not None]
-
-
 def _glossary(request: Request, glossary_id: str) -> StoredGlossary:
     glossary = _state(request).glossaries.get(glossary_id)
     if glossary is None:
@@ -456,7 +451,7 @@ def _dictionary(service: ServiceState, fields: Any) -> Dictionary:
         raise DeepLError(400, "A dictionary is an object with source_lang, target_lang and entries.")
     source = _language(fields, "source_lang", required=True)
     target = _language(fields, "target_lang", required=True)
-    if (source, target) not in {(pair.source, pair.target) for pair in _pairs(service)}:
+    if (source, target) not in {(pair.source, pair.target) for pair in service.models.pairs()}:
         raise DeepLError(400, f"Unsupported glossary language pair: no model translates {source}->{target}.")
     text, entries_format = fields.get("entries"), fields.get("entries_format", "tsv")
     if not isinstance(text, str):
@@ -514,7 +509,7 @@ async def glossary_pairs(request: Request, service: Service) -> Response:
         _check_key(service, request, await _params(request))
     except (DeepLError, ApiError, StoreError) as err:
         return _error(err)
-    pairs = sorted({(pair.source, pair.target) for pair in _pairs(service)})
+    pairs = sorted({(pair.source, pair.target) for pair in service.models.pairs()})
     return _response(200, {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in pairs]})
 
 

@@ -270,8 +270,7 @@ class LtSettings(BaseModel):
     responses={200: {"model": LtSettings}},
 )
 async def frontend_settings(service: Service) -> Response:
-    models = service.models
-    pairs = [pair for pair in map(models.pair_of, models.slots) if pair is not None]
+    pairs = service.models.pairs()
     source, target = (pairs[0].source, pairs[0].target) if pairs else ("en", "de")
     keyed = bool(service.keys)
     body = {

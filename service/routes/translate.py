@@ -181,12 +181,13 @@ async def _decode(
         return await service.batcher.translate(model.engine, sentences, options, timeout)
     scope = (model.name, model.version, model.loaded_at, str(model.bundle))  # a reload is another model
 
-    keys: dict[Hashable, list[int]] = {(scope, tuple(ids), options): ids for ids in sentences}
+    keys: list[Hashable] = [(scope, tuple(ids), options) for ids in sentences]
+    ids_of = dict(zip(keys, sentences, strict=True))
 
     async def decode(wanted: list[Hashable], seconds: float) -> list[Translation]:
-        return await service.batcher.translate(model.engine, [keys[key] for key in wanted], options, seconds)
+        return await service.batcher.translate(model.engine, [ids_of[key] for key in wanted], options, seconds)
 
-    looked = await cache.translate([(scope, tuple(ids), options) for ids in sentences], decode, timeout)
+    looked = await cache.translate(keys, decode, timeout)
     counter = service.metrics.cache_sentences
     counter.labels(model.name, "hit").inc(looked.hits)
     counter.labels(model.name, "miss").inc(looked.decoded)
