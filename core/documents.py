@@ -1,4 +1,5 @@
-"""Whole files to translate: plain text, HTML, Markdown and gettext catalogs, as segments and back.
+"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs and office documents (core/office.py), as
+segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
 markup goes back by the word alignment) and ``rebuild(translations)``, which writes the file again with each
@@ -16,10 +17,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from core import office
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
 
-KINDS = {
+TEXT_KINDS = {
     ".txt": "text/plain",
     ".html": "text/html",
     ".htm": "text/html",
@@ -27,6 +29,7 @@ KINDS = {
     ".po": "text/x-gettext-translation",
     ".pot": "text/x-gettext-translation",
 }
+KINDS = {**TEXT_KINDS, **office.KINDS}
 _PRINTF = r"%(?:\d+\$|\([^)\s]+\))?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcrsaAp%]"
 _PLACEHOLDERS = re.compile(rf"{_PRINTF}|%\d+|\{{[^{{}}\s]*\}}|\$\{{[^{{}}]+\}}")
 _POSITIONAL = re.compile(
@@ -49,10 +52,28 @@ class DocumentFile:
     media_type: str
 
 
+def media_type(name: str) -> str:
+    """The media type of a file this server translates, by its name (a text kind's with its charset)."""
+    suffix = _suffix(name)
+    if suffix in TEXT_KINDS:
+        return TEXT_KINDS[suffix] + "; charset=utf-8"
+    return KINDS.get(suffix, "application/octet-stream")
+
+
+def _suffix(name: str) -> str:
+    return "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
 def read_document(name: str, data: bytes) -> DocumentFile:
-    suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    suffix = _suffix(name)
     if suffix not in KINDS:
         raise DocumentError(f"{name}: not a kind this server translates ({', '.join(sorted(KINDS))})")
+    if suffix in office.KINDS:
+        try:
+            package = office.read_package(name, suffix, data)
+        except office.PackageError as err:
+            raise DocumentError(str(err)) from None
+        return DocumentFile(package.segments, package.rebuild, media_type(name))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -62,7 +83,7 @@ def read_document(name: str, data: bytes) -> DocumentFile:
     document = (
         parse_html(text) if suffix in (".html", ".htm") else parse_markdown(text) if suffix == ".md" else _lines(text)
     )
-    return DocumentFile(document.segments, lambda done: _join(document, done), KINDS[suffix] + "; charset=utf-8")
+    return DocumentFile(document.segments, lambda done: _join(document, done), media_type(name))
 
 
 def _lines(text: str) -> Document:
@@ -136,7 +157,7 @@ def _catalog(text: str) -> DocumentFile:
                 entry.flags.append("fuzzy")  # type: ignore[attr-defined]
         return str(catalog).encode("utf-8")
 
-    return DocumentFile(segments, rebuild, KINDS[".po"] + "; charset=utf-8")
+    return DocumentFile(segments, rebuild, media_type(".po"))
 
 
 def _protect(entry: object, form: int | None, source: str) -> tuple[Segment, _Unit]:

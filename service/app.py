@@ -296,7 +296,12 @@ def create_app(
             expose_headers=["X-Request-ID", "Retry-After"],
         )
     # added last, so outermost: it sees every response, CORS preflights and 500s included
-    app.add_middleware(RequestContext, metrics=metrics, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestContext,
+        metrics=metrics,
+        max_body_bytes=settings.max_body_bytes,
+        max_document_bytes=settings.max_document_bytes,
+    )
 
     # The page lives under /static so that the API's own routes keep their 405s and JSON 404s.
     index = STATIC_DIR / "index.html"

@@ -33,13 +33,16 @@ _QUIET_ROUTES = {
 }  # probes and scrapes: logged at debug level only
 _BODY_METHODS = {"POST", "PUT", "PATCH"}
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}  # others: label "other"
+DOCUMENT_PATHS = ("/translate/document", "/libretranslate/translate_file", "/deepl/v2/document")
+"""Where a whole file is uploaded: the body may be MT_MAX_DOCUMENT_BYTES there (an office file carries pictures)."""
 
 
 class RequestContext:
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int):
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_body_bytes: int, max_document_bytes: int):
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
+        self.max_document_bytes = max_document_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,12 +74,17 @@ class RequestContext:
         self.metrics.requests_in_flight.inc()
         try:
             if scope["method"] in _BODY_METHODS:
-                body = await self._read_body(headers, receive)
+                document = scope.get("path", "").rstrip("/").endswith(DOCUMENT_PATHS)
+                limit = self.max_document_bytes if document else self.max_body_bytes
+                body = await self._read_body(headers, receive, limit)
                 if body is None:
                     status = 413
                     self.metrics.errors.labels("too_large").inc()
                     state["log_fields"]["error"] = "too_large"
-                    await self._error(send_with_id, 413, "too_large", self._too_large_message(), request_id)
+                    message = self._too_large_message(
+                        limit, "MT_MAX_DOCUMENT_BYTES" if document else "MT_MAX_BODY_BYTES"
+                    )
+                    await self._error(send_with_id, 413, "too_large", message, request_id)
                     return
                 received_bytes = len(body)
                 receive = _replay(body, receive)
@@ -110,13 +118,14 @@ class RequestContext:
             level = logging.DEBUG if template in _QUIET_ROUTES and status < 400 else logging.INFO
             access_log.log(level, "request", extra={"fields": fields})
 
-    def _too_large_message(self) -> str:
-        return f"request body is larger than {self.max_body_bytes} bytes (MT_MAX_BODY_BYTES); send less per request"
+    @staticmethod
+    def _too_large_message(limit: int, variable: str) -> str:
+        return f"request body is larger than {limit} bytes ({variable}); send less per request"
 
-    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
-        """The whole body, or None when it exceeds the limit (early when Content-Length says so)."""
+    async def _read_body(self, headers: dict[str, str], receive: Receive, limit: int) -> bytes | None:
+        """The whole body, or None when it exceeds ``limit`` (early when Content-Length says so)."""
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared.isdigit() and int(declared) > limit:
             return None
         chunks: list[bytes] = []
         size = 0
@@ -126,7 +135,7 @@ class RequestContext:
                 break
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size > limit:
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -222,6 +222,12 @@ class Settings(BaseSettings):
     max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")
     max_chars: int = Field(10_000, ge=1, description="Most characters in one text (413 beyond).")
     max_body_bytes: int = Field(1_000_000, ge=1, description="Largest request body in bytes (413 beyond).")
+    max_document_bytes: int = Field(
+        20_000_000,
+        ge=1,
+        description="Largest uploaded document in bytes, the multipart body around it included (413 beyond): "
+        "an office file carries its pictures.",
+    )
     max_attention_pieces: int = Field(
         1024,
         ge=1,

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
-from core.documents import KINDS
+from core.documents import KINDS, media_type
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import ApiError
@@ -381,7 +381,7 @@ async def download_file(filename: str, request: Request) -> Response:
     download = filename.split(".", 1)[1] if "." in filename else filename
     return Response(
         data,
-        media_type=KINDS.get(PurePath(download).suffix.lower(), "application/octet-stream") + "; charset=utf-8",
+        media_type=media_type(download),
         headers={"Content-Disposition": f"attachment; filename*=UTF-8''{_quote(download)}"},
     )
 

@@ -173,7 +173,7 @@ def test_a_document_is_uploaded_translated_and_downloaded(translator: deepl.Tran
     translator.translate_document(b"<p>Click <b>Save</b> now</p>", page, target_lang="DE", filename="p.html")
     assert page.getvalue() == b"<p>now <b>Save</b> Click</p>"
     with pytest.raises(deepl.DeepLException, match="Invalid file type"):
-        translator.translate_document_upload(b"x", target_lang="DE", filename="slides.pptx")
+        translator.translate_document_upload(b"x", target_lang="DE", filename="slides.pdf")
     with pytest.raises(deepl.DeepLException, match="no model translates en"):
         translator.translate_document_upload(b"a", source_lang="EN", target_lang="FR", filename="a.txt")
     translator.delete_glossary(glossary)

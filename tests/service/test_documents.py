@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import polib
@@ -42,6 +44,14 @@ msgstr[1] ""
 msgid "Use %1 or ~Save as\tfile"
 msgstr ""
 """
+
+
+def _zip(entries: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return out.getvalue()
 
 
 def send(server: ThreadServer, name: str, data: bytes, **fields: str) -> tuple[int, bytes, dict[str, str]]:
@@ -87,7 +97,10 @@ def test_text_html_and_markdown_files_keep_their_layout(shared_server: ThreadSer
 @pytest.mark.parametrize(
     ("name", "data", "status"),
     [
-        ("slides.pptx", b"x", 415),
+        ("book.pdf", b"%PDF-1.7", 415),
+        ("slides.pptx", b"not a zip", 422),
+        ("empty.docx", _zip({"other.xml": b"<a/>"}), 422),
+        ("broken.docx", _zip({"word/document.xml": b"<w:document"}), 422),
         ("latin1.txt", "Grüße".encode("latin-1"), 422),
         ("latin1.po", 'msgid "Grüße"\nmsgstr ""\n'.encode("latin-1"), 422),
         ("deep.html", b"<b>" * 600 + b"x", 422),

@@ -1,0 +1,608 @@
+"""Office documents: Word, PowerPoint and Excel files (.docx, .pptx, .xlsx) and OpenDocument text and presentations
+(.odt, .odp), translated in place with their formatting.
+
+A document is a zip of XML parts. Each paragraph of the parts that hold text (a Word document's body, headers,
+footers, footnotes and endnotes; slides and their notes; a workbook's strings; an OpenDocument's content and
+its master pages) becomes one segment: its text without markup, with each differently formatted stretch (a bold
+word, a hyperlink, an OpenDocument ``text:span``) as a span over that text (core/markup.py's), so that the
+formatting goes back on the target words the engine aligned to the source words it covered, as HTML's inline
+tags do. What is not text inside a sentence (a tab, a line break, a field such as a page number, a footnote
+mark, an inline picture or text box, a formula) becomes a placeholder (``{1}``) that the models copy, and the
+element itself is put back where the translation has it: nothing of the file is lost. Bookmarks and comment
+ranges are kept and widened to the whole paragraph; tracked deletions are kept at the paragraph's end.
+Paragraphs nested in an object (a text box's, a footnote's) are segments of their own. Paragraphs without a
+letter are left as they are. Every other part of the package (pictures, styles, relationships) is copied as it
+is, in the same order; the XML declaration and namespace prefixes are kept.
+
+Limits: files are read with a parser that expands no entities and loads nothing; a package whose entries would
+unpack to more than ``MAX_UNPACKED`` bytes, or that holds more than ``MAX_ENTRIES`` entries, is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import io
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.markup import Links, Segment, Span, render
+
+MAX_UNPACKED = 256 * 1024 * 1024
+"""Bytes a package may unpack to (a zip bomb is refused before anything is inflated)."""
+MAX_ENTRIES = 20_000
+
+KINDS = {
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".odp": "application/vnd.oasis.opendocument.presentation",
+}
+
+_W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+_S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+_XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+
+# What render() writes for spans and literals, read back by _TOKENS: characters of the private use area, which
+# neither the input (they are taken out of it) nor a model's output holds.
+_OPEN, _CLOSE, _LITERAL, _END = "\ue000", "\ue001", "\ue002", "\ue003"
+_TOKENS = re.compile("\ue000(\\d+)\ue003|(\ue001)|\ue002(\\d+)\ue003|([^\ue000-\ue003]+)")
+_PRIVATE = re.compile("[\ue000-\ue003]")
+_LETTER = re.compile(r"[^\W\d_]")
+_PLACEHOLDER = re.compile(r"\{\d+\}")
+
+
+class PackageError(ValueError):
+    """The file is not the package its name says, or is too large unpacked."""
+
+
+# --- paragraphs as segments, whatever the format ---
+
+
+@dataclass
+class _Format:
+    """A span's element: a container copied around its words (a hyperlink, an OpenDocument span), or a run whose
+    properties the words inside it take (Word's, PowerPoint's, Excel's)."""
+
+    element: Any
+    container: bool
+    base: Any = None
+    """For a container and the paragraph: the run whose properties its words take when no run span covers them."""
+
+
+@dataclass
+class _Paragraph:
+    element: Any
+    text: list[str] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    formats: list[_Format] = field(default_factory=list)
+    literals: list[list[Any]] = field(default_factory=list)
+    first: list[Any] = field(default_factory=list)
+    """Kept at the start of the paragraph (bookmark and comment starts)."""
+    last: list[Any] = field(default_factory=list)
+    """Kept at its end (bookmark and comment ends, tracked deletions, PowerPoint's end-of-paragraph properties)."""
+    base: Any = None
+    spaced: set[int] = field(default_factory=set)
+    """Literals that are whitespace (tabs, line breaks)."""
+
+    @property
+    def length(self) -> int:
+        return sum(len(t) for t in self.text)
+
+    def add_text(self, text: str) -> None:
+        self.text.append(_PRIVATE.sub("", text))
+
+    def add_literal(self, elements: list[Any], spaced: bool = False) -> None:
+        """A placeholder for ``elements``; ``spaced`` when they are whitespace themselves (a tab, a line break):
+        the placeholder is then a word of its own, and the spaces around it go when it is written back."""
+        self.literals.append(elements)
+        placeholder = "{" + str(len(self.literals)) + "}"
+        if spaced:
+            self.spaced.add(len(self.literals) - 1)
+            placeholder = f" {placeholder} "
+        self.text.append(placeholder)
+
+    def open(self, format: _Format, depth: int) -> int:
+        self.formats.append(format)
+        position = self.length
+        self.spans.append(Span(position, position, f"{_OPEN}{len(self.formats) - 1}{_END}", "x", depth, True, _CLOSE))
+        return len(self.spans) - 1
+
+    def close(self, index: int) -> None:
+        self.spans[index].end = self.length
+
+    def segment(self) -> Segment | None:
+        """The paragraph as a segment, its outer whitespace cut; None when it has no letter to translate."""
+        whole = "".join(self.text)
+        if not _LETTER.search(_PLACEHOLDER.sub("", whole)):
+            return None
+        lead = len(whole) - len(whole.lstrip())
+        text = whole.strip()
+        spans = []
+        for span in self.spans:
+            start, end = max(0, span.start - lead), min(len(text), span.end - lead)
+            if end > start:
+                spans.append(copy.copy(span))
+                spans[-1].start, spans[-1].end = start, end
+        literals = {"{" + str(n + 1) + "}": f"{_LITERAL}{n}{_END}" for n in range(len(self.literals))}
+        return Segment(text, spans, literals, escape=False)
+
+
+def _tokens(rendered: str, spaced: set[int]) -> list[tuple[str, Any]]:
+    """render()'s output as ("open", format index), ("close", None), ("literal", index) and ("text", str), without
+    the spaces next to a ``spaced`` literal."""
+    tokens: list[tuple[str, Any]] = []
+    for match in _TOKENS.finditer(rendered):
+        opened, closed, literal, text = match.groups()
+        if opened is not None:
+            tokens.append(("open", int(opened)))
+        elif closed is not None:
+            tokens.append(("close", None))
+        elif literal is not None:
+            tokens.append(("literal", int(literal)))
+        else:
+            tokens.append(("text", text))
+    for index, (kind, value) in enumerate(tokens):
+        if kind != "literal" or value not in spaced:
+            continue
+        for step, strip in ((-1, str.rstrip), (1, str.lstrip)):
+            near = index + step
+            while 0 <= near < len(tokens) and tokens[near][0] in ("open", "close"):
+                near += step
+            if 0 <= near < len(tokens) and tokens[near][0] == "text":
+                tokens[near] = ("text", strip(tokens[near][1]))
+    return [(kind, value) for kind, value in tokens if kind != "text" or value]
+
+
+def _local(element: Any) -> str:
+    tag = element.tag
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _namespace(element: Any) -> str:
+    tag = element.tag
+    return tag[1:].split("}", 1)[0] if isinstance(tag, str) and tag.startswith("{") else ""
+
+
+def _shallow(element: Any) -> Any:
+    """A copy of ``element`` without its children and text: tag, attributes and namespace map."""
+    from lxml import etree
+
+    return etree.Element(element.tag, dict(element.attrib), nsmap=element.nsmap)
+
+
+# --- Office Open XML: paragraphs of runs (Word, PowerPoint, Excel) ---
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """One Office Open XML dialect's names (local names in namespace ``ns``)."""
+
+    ns: str
+    paragraph: str
+    run: str
+    text: str
+    props: str
+    kept: frozenset[str]
+    """Paragraph properties: stay in place, first."""
+    containers: frozenset[str] = frozenset()
+    first: frozenset[str] = frozenset()
+    last: frozenset[str] = frozenset()
+    dropped: frozenset[str] = frozenset()
+    chars: tuple[tuple[str, str], ...] = ()
+    """Run children that are a character (Word's non-breaking hyphen)."""
+    spaces: frozenset[str] = frozenset({"tab", "br", "cr", "ptab"})
+    """Run or paragraph children that are whitespace."""
+
+
+_WORD = _Runs(
+    _W,
+    "p",
+    "r",
+    "t",
+    "rPr",
+    frozenset({"pPr"}),
+    containers=frozenset({"hyperlink", "ins", "smartTag", "customXml", "moveTo", "dir", "bdo"}),
+    first=frozenset(
+        {"bookmarkStart", "commentRangeStart", "permStart", "moveFromRangeStart", "moveToRangeStart"}
+        | {"customXmlInsRangeStart", "customXmlDelRangeStart", "customXmlMoveFromRangeStart"}
+        | {"customXmlMoveToRangeStart"}
+    ),
+    last=frozenset(
+        {"bookmarkEnd", "commentRangeEnd", "permEnd", "moveFromRangeEnd", "moveToRangeEnd", "del", "moveFrom"}
+        | {"customXmlInsRangeEnd", "customXmlDelRangeEnd", "customXmlMoveFromRangeEnd", "customXmlMoveToRangeEnd"}
+    ),
+    dropped=frozenset({"proofErr", "lastRenderedPageBreak", "softHyphen"}),
+    chars=(("noBreakHyphen", "\u2011"),),
+)
+_SLIDES = _Runs(_A, "p", "r", "t", "rPr", frozenset({"pPr"}), last=frozenset({"endParaRPr"}))
+_CELLS = _Runs(_S, "si", "r", "t", "rPr", frozenset(), last=frozenset({"rPh", "phoneticPr"}))
+_INLINE_CELLS = _Runs(_S, "is", "r", "t", "rPr", frozenset(), last=frozenset({"rPh", "phoneticPr"}))
+
+
+class _RunReader:
+    """A paragraph of runs read into a _Paragraph: text, spans over differently formatted runs and containers,
+    and literals for everything else."""
+
+    def __init__(self, grammar: _Runs, paragraph: Any):
+        self.g = grammar
+        self.p = _Paragraph(paragraph)
+        self.pieces: list[tuple[int, int, Any, tuple[int, ...]]] = []
+        """(start, end, run, enclosing container spans) of each stretch of run text."""
+        self.field: list[Any] | None = None
+        self.field_depth = 0
+
+    def name(self, element: Any) -> str:
+        return _local(element) if _namespace(element) == self.g.ns else ""
+
+    def read(self) -> _Paragraph:
+        self.children(list(self.p.element), ())
+        self.end_field()
+        self.formats()
+        return self.p
+
+    def children(self, elements: list[Any], chain: tuple[int, ...]) -> None:
+        for child in elements:
+            name = self.name(child)
+            if name in self.g.kept:
+                continue
+            if self.field is not None:
+                self.in_field(child)
+            elif name == self.g.run:
+                self.run(child, chain)
+            elif name == self.g.text:  # Excel's plain string (<si><t>): the paragraph is its one run
+                self.text(child.text or "", child, chain)
+            elif name in self.g.containers:
+                span = self.p.open(_Format(child, container=True), len(chain))
+                self.children(list(child), (*chain, span))
+                self.p.close(span)
+            elif name in self.g.first:
+                self.p.first.append(child)
+            elif name in self.g.last:
+                self.p.last.append(child)
+            elif name in self.g.dropped or not isinstance(child.tag, str):
+                continue
+            else:
+                self.p.add_literal([child], spaced=name in self.g.spaces)
+
+    def text(self, text: str, run: Any, chain: tuple[int, ...]) -> None:
+        if not text:
+            return
+        start = self.p.length
+        self.p.add_text(text)
+        self.pieces.append((start, self.p.length, run, chain))
+
+    def run(self, run: Any, chain: tuple[int, ...]) -> None:
+        if any(self.name(c) == "fldChar" for c in run):
+            self.field, self.field_depth = [], 0
+            self.in_field(run)
+            return
+        props = [c for c in run if self.name(c) == self.g.props]
+        for child in run:
+            name = self.name(child)
+            if name == self.g.props or name in self.g.dropped or not isinstance(child.tag, str):
+                continue
+            if name == self.g.text:
+                self.text(child.text or "", run, chain)
+            elif name in dict(self.g.chars):
+                self.text(dict(self.g.chars)[name], run, chain)
+            else:  # a tab, a break, a picture, a footnote mark: in a run of its own, where the translation puts it
+                self.p.add_literal([_Alone(run, props, child)], spaced=name in self.g.spaces)
+
+    def in_field(self, element: Any) -> None:
+        """A complex field (begin ... separate ... end), its result included, is one literal."""
+        assert self.field is not None
+        self.field.append(element)
+        for mark in element.iter(f"{{{self.g.ns}}}fldChar"):
+            kind = mark.get(f"{{{self.g.ns}}}fldCharType")
+            self.field_depth += 1 if kind == "begin" else -1 if kind == "end" else 0
+        if self.field_depth <= 0:
+            self.end_field()
+
+    def end_field(self) -> None:
+        if self.field:
+            self.p.add_literal(self.field)
+        self.field = None
+
+    def formats(self) -> None:
+        """Runs formatted otherwise than most of their container's text become spans."""
+        props = {id(run): self.props_key(run) for _, _, run, _ in self.pieces}
+        bases: dict[tuple[int, ...], Any] = {}
+        for chain in {c for *_, c in self.pieces}:
+            weights: dict[bytes, int] = {}
+            first: dict[bytes, Any] = {}
+            for start, end, run, c in self.pieces:
+                if c == chain:
+                    weights[props[id(run)]] = weights.get(props[id(run)], 0) + end - start
+                    first.setdefault(props[id(run)], run)
+            bases[chain] = first[max(weights, key=lambda k: weights[k])]
+        for chain, run in bases.items():
+            if chain:
+                self.format_of(chain[-1]).base = run
+            else:
+                self.p.base = run
+        current: tuple[bytes, tuple[int, ...]] | None = None
+        span = -1
+        for start, end, run, chain in self.pieces:
+            key = (props[id(run)], chain)
+            if key == current:
+                self.p.spans[span].end = end
+                continue
+            current = key
+            if props[id(run)] == self.props_key(bases[chain]):
+                current, span = None, -1
+                continue
+            self.p.formats.append(_Format(run, container=False))
+            marker = f"{_OPEN}{len(self.p.formats) - 1}{_END}"
+            self.p.spans.append(Span(start, end, marker, "x", len(chain), True, _CLOSE))
+            span = len(self.p.spans) - 1
+
+    def format_of(self, span: int) -> _Format:
+        return self.p.formats[int(self.p.spans[span].start_tag[1:-1])]
+
+    def props_key(self, run: Any) -> bytes:
+        from lxml import etree
+
+        return b"".join(etree.tostring(c) for c in run if self.name(c) == self.g.props)
+
+
+@dataclass
+class _Alone:
+    """A run's child that is not text, to be written in a run of its own with the run's properties. Built only when
+    the paragraph is written: reading moves nothing, so a paragraph left as it is stays whole."""
+
+    run: Any
+    props: list[Any]
+    child: Any
+
+    def element(self) -> Any:
+        alone = _shallow(self.run)
+        alone.extend(copy.deepcopy(p) for p in self.props)
+        alone.append(self.child)
+        return alone
+
+
+def _write_runs(grammar: _Runs, p: _Paragraph, rendered: str) -> None:
+    paragraph = p.element
+    for child in list(paragraph):
+        if _local(child) not in grammar.kept or _namespace(child) != grammar.ns:
+            paragraph.remove(child)
+    paragraph.text = None
+    paragraph.extend(p.first)
+    parents: list[tuple[Any, Any]] = [(paragraph, p.base)]  # (element written into, run template there)
+    runs: list[Any] = []  # the run template of each open run span
+    stack: list[bool] = []  # each open span: a container?
+    for kind, value in _tokens(rendered, p.spaced):
+        if kind == "open":
+            format = p.formats[value]
+            stack.append(format.container)
+            if format.container:
+                element = _shallow(format.element)
+                parents[-1][0].append(element)
+                parents.append((element, format.base))
+            else:
+                runs.append(format.element)
+        elif kind == "close":
+            if stack and stack.pop():
+                parents.pop()
+            elif runs:
+                runs.pop()
+        elif kind == "literal":
+            parents[-1][0].extend(e.element() if isinstance(e, _Alone) else e for e in p.literals[value])
+        else:
+            template = runs[-1] if runs else parents[-1][1]
+            parents[-1][0].append(_new_run(grammar, template, value))
+    paragraph.extend(p.last)
+
+
+def _new_run(grammar: _Runs, template: Any, text: str) -> Any:
+    from lxml import etree
+
+    t = etree.Element(f"{{{grammar.ns}}}{grammar.text}")
+    t.text = text
+    if grammar.ns != _A:
+        t.set(_XML_SPACE, "preserve")
+    if template is None or _local(template) != grammar.run:  # Excel's plain string: its <t> alone
+        return t
+    run = _shallow(template)
+    run.extend(copy.deepcopy(c) for c in template if _local(c) == grammar.props and _namespace(c) == grammar.ns)
+    run.append(t)
+    return run
+
+
+# --- OpenDocument: mixed content with nested spans ---
+
+_ODF_CONTAINERS = frozenset({"span", "a", "meta", "ruby-base"})
+_ODF_FIRST = frozenset({"bookmark-start", "bookmark", "reference-mark-start", "reference-mark", "annotation"})
+_ODF_LAST = frozenset({"bookmark-end", "reference-mark-end", "annotation-end"})
+_ODF_DROPPED = frozenset({"soft-page-break"})
+_ODF_SPACE = re.compile(r"[ \t\r\n]+")
+
+
+def _read_odf(paragraph: Any) -> _Paragraph:
+    p = _Paragraph(paragraph)
+
+    def text(value: str | None) -> None:
+        if value:
+            p.add_text(_ODF_SPACE.sub(" ", value))
+
+    def walk(element: Any, depth: int) -> None:
+        text(element.text)
+        for child in element:
+            name = _local(child) if _namespace(child) in (_TEXT, _OFFICE) else ""
+            if not isinstance(child.tag, str):
+                pass
+            elif name in _ODF_CONTAINERS and _namespace(child) == _TEXT:
+                span = p.open(_Format(child, container=True), depth)
+                walk(child, depth + 1)
+                p.close(span)
+            elif name == "s" and _namespace(child) == _TEXT:
+                count = child.get(f"{{{_TEXT}}}c", "1")
+                p.add_text(" " * (int(count) if count.isdigit() else 1))
+            elif name in _ODF_FIRST:
+                p.first.append(child)
+            elif name in _ODF_LAST:
+                p.last.append(child)
+            elif name in _ODF_DROPPED:
+                pass
+            else:
+                p.add_literal([child], spaced=name in ("tab", "line-break"))
+            text(child.tail)
+
+    walk(paragraph, 0)
+    return p
+
+
+def _write_odf(p: _Paragraph, rendered: str) -> None:
+    paragraph = p.element
+    for child in list(paragraph):
+        paragraph.remove(child)
+    paragraph.text = None
+    for element in [*p.first, *p.last, *(e for literal in p.literals for e in literal)]:
+        element.tail = None
+    for element in p.first:
+        paragraph.append(element)
+    parents = [paragraph]
+    stack: list[bool] = []
+    for kind, value in _tokens(rendered, p.spaced):
+        if kind == "open":
+            element = _shallow(p.formats[value].element)
+            parents[-1].append(element)
+            parents.append(element)
+            stack.append(True)
+        elif kind == "close":
+            if stack and stack.pop() and len(parents) > 1:
+                parents.pop()
+        elif kind == "literal":
+            parents[-1].extend(p.literals[value])
+        else:
+            _odf_text(parents[-1], value)
+    paragraph.extend(p.last)
+
+
+def _odf_text(parent: Any, text: str) -> None:
+    """Append ``text`` to ``parent``, runs of spaces as ``text:s`` (OpenDocument collapses them otherwise)."""
+    from lxml import etree
+
+    pieces = re.split(r"( {2,})", text)
+    for index, piece in enumerate(pieces):
+        if not piece:
+            continue
+        if index % 2:
+            _append_text(parent, " ")
+            space = etree.SubElement(parent, f"{{{_TEXT}}}s")
+            if len(piece) > 2:
+                space.set(f"{{{_TEXT}}}c", str(len(piece) - 1))
+        else:
+            _append_text(parent, piece)
+
+
+def _append_text(parent: Any, text: str) -> None:
+    if len(parent):
+        parent[-1].tail = (parent[-1].tail or "") + text
+    else:
+        parent.text = (parent.text or "") + text
+
+
+# --- packages ---
+
+
+_Writer = Callable[[_Paragraph, str], None]
+"""Writes a paragraph again from render()'s output."""
+_Found = list[tuple[_Writer, _Paragraph]]
+
+
+@dataclass(frozen=True)
+class _Kind:
+    parts: re.Pattern[str]
+    """Which entries hold text to translate."""
+    paragraphs: Callable[[Any], _Found]
+
+
+def _ooxml(*grammars: _Runs) -> Callable[[Any], _Found]:
+    def paragraphs(root: Any) -> _Found:
+        found: _Found = []
+        for grammar in grammars:
+            write = functools.partial(_write_runs, grammar)
+            for element in list(root.iter(f"{{{grammar.ns}}}{grammar.paragraph}")):
+                found.append((write, _RunReader(grammar, element).read()))
+        return found
+
+    return paragraphs
+
+
+def _odf(root: Any) -> _Found:
+    found: _Found = []
+    for element in list(root.iter(f"{{{_TEXT}}}p", f"{{{_TEXT}}}h")):
+        found.append((_write_odf, _read_odf(element)))
+    return found
+
+
+_PACKAGES = {
+    ".docx": _Kind(re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml"), _ooxml(_WORD)),
+    ".pptx": _Kind(re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml"), _ooxml(_SLIDES)),
+    ".xlsx": _Kind(re.compile(r"xl/(sharedStrings|worksheets/sheet\d+)\.xml"), _ooxml(_CELLS, _INLINE_CELLS)),
+    ".odt": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
+    ".odp": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
+}
+
+
+@dataclass
+class Package:
+    segments: list[Segment]
+    rebuild: Callable[[list[tuple[str, Links]]], bytes]
+
+
+def read_package(name: str, suffix: str, data: bytes) -> Package:
+    """The segments of the office document ``data`` (its kind by ``suffix``) and how to write it translated."""
+    from lxml import etree
+
+    kind = _PACKAGES[suffix]
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        entries = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as err:
+        raise PackageError(f"{name} is not a {suffix} file (not a zip package: {err})") from None
+    if len(entries) > MAX_ENTRIES or sum(e.file_size for e in entries) > MAX_UNPACKED:
+        raise PackageError(f"{name} unpacks to more than {MAX_UNPACKED} bytes or {MAX_ENTRIES} entries")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
+    trees: dict[str, Any] = {}
+    found: list[tuple[_Writer, _Paragraph, Segment]] = []
+    try:
+        for entry in entries:
+            if not kind.parts.fullmatch(entry.filename):
+                continue
+            root = etree.fromstring(archive.read(entry), parser)
+            trees[entry.filename] = root
+            for write, paragraph in kind.paragraphs(root):
+                segment = paragraph.segment()
+                if segment is not None:
+                    found.append((write, paragraph, segment))
+    except (etree.XMLSyntaxError, zipfile.BadZipFile, OSError, ValueError) as err:
+        raise PackageError(f"{name}: a part cannot be read ({err})") from None
+    if not trees:
+        raise PackageError(f"{name} is not a {suffix} file (none of its parts holds {suffix} text)")
+
+    def rebuild(done: list[tuple[str, Links]]) -> bytes:
+        for (write, paragraph, segment), (translated, links) in zip(found, done, strict=True):
+            write(paragraph, render(segment, translated, links))
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as written:
+            for entry in entries:
+                if entry.filename in trees:
+                    root = trees[entry.filename]
+                    info = root.getroottree().docinfo
+                    body = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=info.standalone)
+                else:
+                    body = archive.read(entry)
+                written.writestr(entry, body, compress_type=entry.compress_type)
+        return out.getvalue()
+
+    return Package([s for *_, s in found], rebuild)
