@@ -172,6 +172,11 @@ def test_a_document_is_uploaded_translated_and_downloaded(translator: deepl.Tran
     page = io.BytesIO()
     translator.translate_document(b"<p>Click <b>Save</b> now</p>", page, target_lang="DE", filename="p.html")
     assert page.getvalue() == b"<p>now <b>Save</b> Click</p>"
+    from tests.service.test_documents import bold_words, word_file
+
+    word = io.BytesIO()
+    translator.translate_document(word_file(), word, target_lang="DE", filename="guide.docx")
+    assert bold_words(word.getvalue()) == ("now button Save the Click", ["Save"])
     with pytest.raises(deepl.DeepLException, match="Invalid file type"):
         translator.translate_document_upload(b"x", target_lang="DE", filename="slides.pdf")
     with pytest.raises(deepl.DeepLException, match="no model translates en"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import zipfile
@@ -11,6 +12,7 @@ from pathlib import Path
 import polib
 import pytest
 
+from core import office
 from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.core.test_markup import inspect
 from tests.service.servers import ThreadServer, settings_for, thread_server
@@ -111,6 +113,50 @@ def test_what_cannot_be_translated_is_refused_clearly(
 ) -> None:
     got, body, _ = send(shared_server, name, data)
     assert got == status, body
+
+
+def word_file(*extra: str) -> bytes:
+    """A Word file with "Click the **Save** button now" and ``extra`` paragraphs (python-docx's own writer)."""
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    paragraph = document.add_paragraph("Click the ")
+    paragraph.add_run("Save").bold = True
+    paragraph.add_run(" button now")
+    for text in extra:
+        document.add_paragraph(text)
+    saved = io.BytesIO()
+    document.save(saved)
+    return saved.getvalue()
+
+
+def bold_words(data: bytes) -> tuple[str, list[str]]:
+    """The first paragraph's text and its bold runs' texts, as python-docx reads them."""
+    docx = pytest.importorskip("docx")
+    paragraph = docx.Document(io.BytesIO(data)).paragraphs[0]
+    return paragraph.text, [r.text for r in paragraph.runs if r.bold]
+
+
+def test_an_office_file_comes_back_translated_as_its_own_type(shared_server: ThreadServer) -> None:
+    status, data, headers = send(shared_server, "guide.docx", word_file(), target_lang="de")
+    assert status == 200, data
+    assert headers["content-type"] == office.KINDS[".docx"] and "guide.docx" in headers["content-disposition"]
+    assert bold_words(data) == ("now button Save the Click", ["Save"])
+
+
+def test_documents_may_be_larger_than_other_bodies_up_to_their_own_limit(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "b")
+    word = word_file()
+    settings = settings_for(bundle, max_body_bytes=len(word) // 2, max_document_bytes=len(word) * 2)
+    with thread_server(settings, FakeLoader()) as s:
+        assert send(s, "guide.docx", word)[0] == 200
+        r = s.client.post("/translate", json={"text": "x" * len(word)})
+        assert r.status_code == 413 and "MT_MAX_BODY_BYTES" in r.json()["message"]
+        big = io.BytesIO(word)
+        with zipfile.ZipFile(big, "a") as archive:  # a picture's worth of bytes that do not compress
+            archive.writestr("word/media/noise.bin", os.urandom(2 * len(word)))
+        for path in ("/translate/document", "/libretranslate/translate_file", "/deepl/v2/document"):
+            r = s.client.post(path, files={"file": ("big.docx", big.getvalue())}, data={"target_lang": "de"})
+            assert r.status_code == 413 and "MT_MAX_DOCUMENT_BYTES" in r.text, (path, r.text)
 
 
 def test_a_document_larger_than_the_queue_is_a_413(tmp_path: Path) -> None:

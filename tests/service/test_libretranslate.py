@@ -122,6 +122,23 @@ def test_a_text_file_is_translated_and_downloaded(server: ThreadServer) -> None:
     assert page.text == "<p>de:now <b>Save</b> Click</p>" and page.headers["content-type"].startswith("text/html")
 
 
+def test_an_office_file_is_translated_and_downloaded_as_its_type(server: ThreadServer) -> None:
+    from core import office
+    from tests.service.test_documents import bold_words, word_file
+
+    r = server.client.post(
+        "/libretranslate/translate_file",
+        data={"source": "en", "target": "de"},
+        files={"file": ("guide.docx", word_file(), "application/octet-stream")},
+    )
+    assert r.status_code == 200, r.text
+    download = httpx.get(r.json()["translatedFileUrl"])
+    assert download.headers["content-type"] == office.KINDS[".docx"]
+    assert bold_words(download.content) == ("de:now button Save the Click", ["Save"])
+    settings = server.client.get("/libretranslate/frontend/settings").json()
+    assert {".docx", ".odt", ".pptx"} <= set(settings["supportedFilesFormat"])
+
+
 def test_the_api_key_is_asked_for_as_libretranslate_does(tmp_path: Path) -> None:
     bundle = write_fake_bundle(tmp_path / "en-de")
     with thread_server(settings_for(bundle, api_key="k3y"), FakeLoader()) as s:

@@ -362,6 +362,29 @@ def test_html_through_the_real_engine_keeps_valid_markup(real: ProcessServer) ->
     assert body["translations"][2]["text"].endswith("<pre>blue  red</pre>")
 
 
+def test_office_files_through_the_real_engine_keep_their_formatting(real: ProcessServer) -> None:
+    """Whatever the real engine aligns, a Word file comes back whole: its paragraphs, one bold stretch on a word,
+    the tab between two translated stretches."""
+    import io
+
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    paragraph = document.add_paragraph("red ")
+    paragraph.add_run("blue").bold = True
+    paragraph.add_run(" green")
+    document.add_paragraph("gold pink\twhite")
+    saved = io.BytesIO()
+    document.save(saved)
+    r = real.client.post("/translate/document", files={"file": ("colors.docx", saved.getvalue())})
+    assert r.status_code == 200, r.text
+    out = docx.Document(io.BytesIO(r.content))
+    expected = translate(real, "red blue green")["translations"][0]["text"]
+    assert len(out.paragraphs) == 2 and out.paragraphs[0].text == expected
+    bold = [run.text for run in out.paragraphs[0].runs if run.bold]
+    assert len(bold) == 1 and bold[0].strip() in expected.split()
+    assert out.paragraphs[1].text.count("\t") == 1 and out.paragraphs[1].text.strip("\t ")
+
+
 def test_static_step_server_answers_like_the_default_one(
     real: ProcessServer, tiny_static_bundle: Path, tmp_path: Path
 ) -> None:
