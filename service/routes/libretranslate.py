@@ -3,8 +3,9 @@
 Its field names, response shapes and status codes (LibreTranslate's API documentation, and its Python client
 ``libretranslatepy``): ``POST translate`` (``q`` a string or a list, ``source`` incl. ``auto``, ``target``,
 ``format``, ``alternatives``, ``api_key``), ``GET languages``, ``POST detect``, ``POST translate_file`` (the
-files /translate/document takes: .txt, .html, .md, .po) with ``GET download_file/<name>``, ``GET frontend/settings``
-(the text limit, whether a key is needed, the file formats) and ``POST suggest`` (refused: no suggestions kept).
+files /translate/document takes: text, markup, catalogs and office files) with ``GET download_file/<name>``,
+``GET frontend/settings`` (the text limit, whether a key is needed, the file formats) and ``POST suggest``
+(refused: no suggestions kept).
 Bodies may be JSON, form-encoded or multipart, as LibreTranslate accepts; errors are ``{"error": message}``. Behind
 it is the server's own /translate path (the same model choice, limits, batching and metrics); ``format: html`` keeps the
 markup (core/markup.py), without alternatives as in LibreTranslate.
