@@ -1,5 +1,5 @@
-"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs and office documents (core/office.py), as
-segments and back.
+"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs, subtitles (core/subtitles.py) and office
+documents (core/office.py), as segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
 markup goes back by the word alignment) and ``rebuild(translations)``, which writes the file again with each
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from core import office
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
+from core.subtitles import read_subtitles
 
 TEXT_KINDS = {
     ".txt": "text/plain",
@@ -28,6 +29,8 @@ TEXT_KINDS = {
     ".md": "text/markdown",
     ".po": "text/x-gettext-translation",
     ".pot": "text/x-gettext-translation",
+    ".srt": "application/x-subrip",
+    ".vtt": "text/vtt",
 }
 KINDS = {**TEXT_KINDS, **office.KINDS}
 _PRINTF = r"%(?:\d+\$|\([^)\s]+\))?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcrsaAp%]"
@@ -80,6 +83,9 @@ def read_document(name: str, data: bytes) -> DocumentFile:
         raise DocumentError(f"{name} is not UTF-8 (byte {err.start}): convert it first") from None
     if suffix in (".po", ".pot"):
         return _catalog(text)
+    if suffix in (".srt", ".vtt"):
+        subtitles = read_subtitles(text, webvtt=suffix == ".vtt")
+        return DocumentFile(subtitles.segments, subtitles.rebuild, media_type(name))
     document = (
         parse_html(text) if suffix in (".html", ".htm") else parse_markdown(text) if suffix == ".md" else _lines(text)
     )

@@ -234,18 +234,20 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
         200: {"content": {"application/octet-stream": {}}, "description": "The translated file, same name and type."},
         **{k: v for k, v in _ERRORS.items() if k != 422},
         415: _error(
-            "Not a kind of file this server translates (.txt, .html, .md, .po, .docx, .pptx, .xlsx, .odt, .odp)."
+            "Not a kind of file this server translates (.txt, .html, .md, .po, .srt, .vtt, .docx, .pptx, .xlsx, "
+            ".odt, .odp)."
         ),
         422: _error(
             "The file is not UTF-8, not a valid catalog, its markup nests too deep, or an office file is not a "
             "package of its kind."
         ),
     },
-    summary="Translate a document: .txt, .html, .md, a gettext .po catalog, or an office file",
+    summary="Translate a document: .txt, .html, .md, a gettext .po catalog, subtitles or an office file",
     description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`, "
     "`glossary` (a JSON object). The "
     "file comes back translated with the same name and type: markup kept as with format html/markdown, a .po "
-    "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept; Word, PowerPoint, "
+    "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept; .srt and .vtt "
+    "subtitles with their timing; Word, PowerPoint, "
     "Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp) translated in place, their formatting put "
     "back on the aligned words. Up to MT_MAX_DOCUMENT_BYTES.",
     openapi_extra={

@@ -94,6 +94,10 @@ def test_text_html_and_markdown_files_keep_their_layout(shared_server: ThreadSer
     assert b'<a href="/x">button the</a>' in data
     status, data, _ = send(shared_server, "README.md", b"# Big title\n\nRun `make` and **then** go.\n")
     assert (status, data) == (200, b"# title Big\n\ngo. **then** and `make` Run\n")
+    cue = b"1\r\n00:00:01,000 --> 00:00:02,500\r\n<i>Hello</i> there\r\nmy friend\r\n"
+    status, data, headers = send(shared_server, "film.srt", cue)
+    assert (status, data) == (200, b"1\r\n00:00:01,000 --> 00:00:02,500\r\nfriend my there <i>Hello</i>\r\n")
+    assert headers["content-type"].startswith("application/x-subrip")
 
 
 @pytest.mark.parametrize(
