@@ -26,10 +26,27 @@ import io
 import re
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from core.markup import Links, Segment, Span, render
+from core.inline import (
+    CONTAINER,
+    DROP,
+    FIRST,
+    LAST,
+    LITERAL,
+    SPACED,
+    Format,
+    Paragraph,
+    append_text,
+    local,
+    namespace,
+    read_mixed,
+    shallow,
+    tokens,
+    write_mixed,
+)
+from core.markup import Links, Segment, render
 
 MAX_UNPACKED = 256 * 1024 * 1024
 """Bytes a package may unpack to (a zip bomb is refused before anything is inflated)."""
@@ -50,132 +67,9 @@ _TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 _OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 _XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
-# What render() writes for spans and literals, read back by _TOKENS: characters of the private use area, which
-# neither the input (they are taken out of it) nor a model's output holds.
-_OPEN, _CLOSE, _LITERAL, _END = "\ue000", "\ue001", "\ue002", "\ue003"
-_TOKENS = re.compile("\ue000(\\d+)\ue003|(\ue001)|\ue002(\\d+)\ue003|([^\ue000-\ue003]+)")
-_PRIVATE = re.compile("[\ue000-\ue003]")
-_LETTER = re.compile(r"[^\W\d_]")
-_PLACEHOLDER = re.compile(r"\{\d+\}")
-
 
 class PackageError(ValueError):
     """The file is not the package its name says, or is too large unpacked."""
-
-
-# --- paragraphs as segments, whatever the format ---
-
-
-@dataclass
-class _Format:
-    """A span's element: a container copied around its words (a hyperlink, an OpenDocument span), or a run whose
-    properties the words inside it take (Word's, PowerPoint's, Excel's)."""
-
-    element: Any
-    container: bool
-    base: Any = None
-    """For a container and the paragraph: the run whose properties its words take when no run span covers them."""
-
-
-@dataclass
-class _Paragraph:
-    element: Any
-    text: list[str] = field(default_factory=list)
-    spans: list[Span] = field(default_factory=list)
-    formats: list[_Format] = field(default_factory=list)
-    literals: list[list[Any]] = field(default_factory=list)
-    first: list[Any] = field(default_factory=list)
-    """Kept at the start of the paragraph (bookmark and comment starts)."""
-    last: list[Any] = field(default_factory=list)
-    """Kept at its end (bookmark and comment ends, tracked deletions, PowerPoint's end-of-paragraph properties)."""
-    base: Any = None
-    spaced: set[int] = field(default_factory=set)
-    """Literals that are whitespace (tabs, line breaks)."""
-
-    @property
-    def length(self) -> int:
-        return sum(len(t) for t in self.text)
-
-    def add_text(self, text: str) -> None:
-        self.text.append(_PRIVATE.sub("", text))
-
-    def add_literal(self, elements: list[Any], spaced: bool = False) -> None:
-        """A placeholder for ``elements``; ``spaced`` when they are whitespace themselves (a tab, a line break):
-        the placeholder is then a word of its own, and the spaces around it go when it is written back."""
-        self.literals.append(elements)
-        placeholder = "{" + str(len(self.literals)) + "}"
-        if spaced:
-            self.spaced.add(len(self.literals) - 1)
-            placeholder = f" {placeholder} "
-        self.text.append(placeholder)
-
-    def open(self, format: _Format, depth: int) -> int:
-        self.formats.append(format)
-        position = self.length
-        self.spans.append(Span(position, position, f"{_OPEN}{len(self.formats) - 1}{_END}", "x", depth, True, _CLOSE))
-        return len(self.spans) - 1
-
-    def close(self, index: int) -> None:
-        self.spans[index].end = self.length
-
-    def segment(self) -> Segment | None:
-        """The paragraph as a segment, its outer whitespace cut; None when it has no letter to translate."""
-        whole = "".join(self.text)
-        if not _LETTER.search(_PLACEHOLDER.sub("", whole)):
-            return None
-        lead = len(whole) - len(whole.lstrip())
-        text = whole.strip()
-        spans = []
-        for span in self.spans:
-            start, end = max(0, span.start - lead), min(len(text), span.end - lead)
-            if end > start:
-                spans.append(copy.copy(span))
-                spans[-1].start, spans[-1].end = start, end
-        literals = {"{" + str(n + 1) + "}": f"{_LITERAL}{n}{_END}" for n in range(len(self.literals))}
-        return Segment(text, spans, literals, escape=False)
-
-
-def _tokens(rendered: str, spaced: set[int]) -> list[tuple[str, Any]]:
-    """render()'s output as ("open", format index), ("close", None), ("literal", index) and ("text", str), without
-    the spaces next to a ``spaced`` literal."""
-    tokens: list[tuple[str, Any]] = []
-    for match in _TOKENS.finditer(rendered):
-        opened, closed, literal, text = match.groups()
-        if opened is not None:
-            tokens.append(("open", int(opened)))
-        elif closed is not None:
-            tokens.append(("close", None))
-        elif literal is not None:
-            tokens.append(("literal", int(literal)))
-        else:
-            tokens.append(("text", text))
-    for index, (kind, value) in enumerate(tokens):
-        if kind != "literal" or value not in spaced:
-            continue
-        for step, strip in ((-1, str.rstrip), (1, str.lstrip)):
-            near = index + step
-            while 0 <= near < len(tokens) and tokens[near][0] in ("open", "close"):
-                near += step
-            if 0 <= near < len(tokens) and tokens[near][0] == "text":
-                tokens[near] = ("text", strip(tokens[near][1]))
-    return [(kind, value) for kind, value in tokens if kind != "text" or value]
-
-
-def _local(element: Any) -> str:
-    tag = element.tag
-    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
-
-
-def _namespace(element: Any) -> str:
-    tag = element.tag
-    return tag[1:].split("}", 1)[0] if isinstance(tag, str) and tag.startswith("{") else ""
-
-
-def _shallow(element: Any) -> Any:
-    """A copy of ``element`` without its children and text: tag, attributes and namespace map."""
-    from lxml import etree
-
-    return etree.Element(element.tag, dict(element.attrib), nsmap=element.nsmap)
 
 
 # --- Office Open XML: paragraphs of runs (Word, PowerPoint, Excel) ---
@@ -228,21 +122,21 @@ _INLINE_CELLS = _Runs(_S, "is", "r", "t", "rPr", frozenset(), last=frozenset({"r
 
 
 class _RunReader:
-    """A paragraph of runs read into a _Paragraph: text, spans over differently formatted runs and containers,
+    """A paragraph of runs read into a Paragraph: text, spans over differently formatted runs and containers,
     and literals for everything else."""
 
     def __init__(self, grammar: _Runs, paragraph: Any):
         self.g = grammar
-        self.p = _Paragraph(paragraph)
+        self.p = Paragraph(paragraph)
         self.pieces: list[tuple[int, int, Any, tuple[int, ...]]] = []
         """(start, end, run, enclosing container spans) of each stretch of run text."""
         self.field: list[Any] | None = None
         self.field_depth = 0
 
     def name(self, element: Any) -> str:
-        return _local(element) if _namespace(element) == self.g.ns else ""
+        return local(element) if namespace(element) == self.g.ns else ""
 
-    def read(self) -> _Paragraph:
+    def read(self) -> Paragraph:
         self.children(list(self.p.element), ())
         self.end_field()
         self.formats()
@@ -260,7 +154,7 @@ class _RunReader:
             elif name == self.g.text:  # Excel's plain string (<si><t>): the paragraph is its one run
                 self.text(child.text or "", child, chain)
             elif name in self.g.containers:
-                span = self.p.open(_Format(child, container=True), len(chain))
+                span = self.p.open(Format(child, container=True), len(chain))
                 self.children(list(child), (*chain, span))
                 self.p.close(span)
             elif name in self.g.first:
@@ -325,7 +219,7 @@ class _RunReader:
             bases[chain] = first[max(weights, key=lambda k: weights[k])]
         for chain, run in bases.items():
             if chain:
-                self.format_of(chain[-1]).base = run
+                self.p.format_of(chain[-1]).base = run
             else:
                 self.p.base = run
         current: tuple[bytes, tuple[int, ...]] | None = None
@@ -339,13 +233,7 @@ class _RunReader:
             if props[id(run)] == self.props_key(bases[chain]):
                 current, span = None, -1
                 continue
-            self.p.formats.append(_Format(run, container=False))
-            marker = f"{_OPEN}{len(self.p.formats) - 1}{_END}"
-            self.p.spans.append(Span(start, end, marker, "x", len(chain), True, _CLOSE))
-            span = len(self.p.spans) - 1
-
-    def format_of(self, span: int) -> _Format:
-        return self.p.formats[int(self.p.spans[span].start_tag[1:-1])]
+            span = self.p.add_span(Format(run, container=False), start, end, len(chain))
 
     def props_key(self, run: Any) -> bytes:
         from lxml import etree
@@ -363,28 +251,28 @@ class _Alone:
     child: Any
 
     def element(self) -> Any:
-        alone = _shallow(self.run)
+        alone = shallow(self.run)
         alone.extend(copy.deepcopy(p) for p in self.props)
         alone.append(self.child)
         return alone
 
 
-def _write_runs(grammar: _Runs, p: _Paragraph, rendered: str) -> None:
+def _write_runs(grammar: _Runs, p: Paragraph, rendered: str) -> None:
     paragraph = p.element
     for child in list(paragraph):
-        if _local(child) not in grammar.kept or _namespace(child) != grammar.ns:
+        if local(child) not in grammar.kept or namespace(child) != grammar.ns:
             paragraph.remove(child)
     paragraph.text = None
     paragraph.extend(p.first)
     parents: list[tuple[Any, Any]] = [(paragraph, p.base)]  # (element written into, run template there)
     runs: list[Any] = []  # the run template of each open run span
     stack: list[bool] = []  # each open span: a container?
-    for kind, value in _tokens(rendered, p.spaced):
+    for kind, value in tokens(rendered, p.spaced):
         if kind == "open":
             format = p.formats[value]
             stack.append(format.container)
             if format.container:
-                element = _shallow(format.element)
+                element = shallow(format.element)
                 parents[-1][0].append(element)
                 parents.append((element, format.base))
             else:
@@ -409,10 +297,10 @@ def _new_run(grammar: _Runs, template: Any, text: str) -> Any:
     t.text = text
     if grammar.ns != _A:
         t.set(_XML_SPACE, "preserve")
-    if template is None or _local(template) != grammar.run:  # Excel's plain string: its <t> alone
+    if template is None or local(template) != grammar.run:  # Excel's plain string: its <t> alone
         return t
-    run = _shallow(template)
-    run.extend(copy.deepcopy(c) for c in template if _local(c) == grammar.props and _namespace(c) == grammar.ns)
+    run = shallow(template)
+    run.extend(copy.deepcopy(c) for c in template if local(c) == grammar.props and namespace(c) == grammar.ns)
     run.append(t)
     return run
 
@@ -426,65 +314,39 @@ _ODF_DROPPED = frozenset({"soft-page-break"})
 _ODF_SPACE = re.compile(r"[ \t\r\n]+")
 
 
-def _read_odf(paragraph: Any) -> _Paragraph:
-    p = _Paragraph(paragraph)
-
-    def text(value: str | None) -> None:
-        if value:
-            p.add_text(_ODF_SPACE.sub(" ", value))
-
-    def walk(element: Any, depth: int) -> None:
-        text(element.text)
-        for child in element:
-            name = _local(child) if _namespace(child) in (_TEXT, _OFFICE) else ""
-            if not isinstance(child.tag, str):
-                pass
-            elif name in _ODF_CONTAINERS and _namespace(child) == _TEXT:
-                span = p.open(_Format(child, container=True), depth)
-                walk(child, depth + 1)
-                p.close(span)
-            elif name == "s" and _namespace(child) == _TEXT:
-                count = child.get(f"{{{_TEXT}}}c", "1")
-                p.add_text(" " * (int(count) if count.isdigit() else 1))
-            elif name in _ODF_FIRST:
-                p.first.append(child)
-            elif name in _ODF_LAST:
-                p.last.append(child)
-            elif name in _ODF_DROPPED:
-                pass
-            else:
-                p.add_literal([child], spaced=name in ("tab", "line-break"))
-            text(child.tail)
-
-    walk(paragraph, 0)
-    return p
+def _odf_kind(child: Any) -> str:
+    space = namespace(child)
+    name = local(child) if space in (_TEXT, _OFFICE) else ""
+    if space == _TEXT and name in _ODF_CONTAINERS:
+        return CONTAINER
+    if space == _TEXT and name == "s":
+        count = child.get(f"{{{_TEXT}}}c", "1")
+        return " " * (int(count) if count.isdigit() else 1)
+    if name in _ODF_FIRST:
+        return FIRST
+    if name in _ODF_LAST:
+        return LAST
+    if name in _ODF_DROPPED:
+        return DROP
+    return SPACED if name in ("tab", "line-break") else LITERAL
 
 
-def _write_odf(p: _Paragraph, rendered: str) -> None:
+def _read_odf(paragraph: Any) -> Paragraph:
+    return read_mixed(paragraph, _odf_kind, lambda text: _ODF_SPACE.sub(" ", text))
+
+
+def _write_odf(p: Paragraph, rendered: str) -> None:
     paragraph = p.element
     for child in list(paragraph):
         paragraph.remove(child)
     paragraph.text = None
-    for element in [*p.first, *p.last, *(e for literal in p.literals for e in literal)]:
-        element.tail = None
     for element in p.first:
+        element.tail = None
         paragraph.append(element)
-    parents = [paragraph]
-    stack: list[bool] = []
-    for kind, value in _tokens(rendered, p.spaced):
-        if kind == "open":
-            element = _shallow(p.formats[value].element)
-            parents[-1].append(element)
-            parents.append(element)
-            stack.append(True)
-        elif kind == "close":
-            if stack and stack.pop() and len(parents) > 1:
-                parents.pop()
-        elif kind == "literal":
-            parents[-1].extend(p.literals[value])
-        else:
-            _odf_text(parents[-1], value)
-    paragraph.extend(p.last)
+    write_mixed(paragraph, p, rendered, _odf_text)
+    for element in p.last:
+        element.tail = None
+        paragraph.append(element)
 
 
 def _odf_text(parent: Any, text: str) -> None:
@@ -496,27 +358,20 @@ def _odf_text(parent: Any, text: str) -> None:
         if not piece:
             continue
         if index % 2:
-            _append_text(parent, " ")
+            append_text(parent, " ")
             space = etree.SubElement(parent, f"{{{_TEXT}}}s")
             if len(piece) > 2:
                 space.set(f"{{{_TEXT}}}c", str(len(piece) - 1))
         else:
-            _append_text(parent, piece)
-
-
-def _append_text(parent: Any, text: str) -> None:
-    if len(parent):
-        parent[-1].tail = (parent[-1].tail or "") + text
-    else:
-        parent.text = (parent.text or "") + text
+            append_text(parent, piece)
 
 
 # --- packages ---
 
 
-_Writer = Callable[[_Paragraph, str], None]
+_Writer = Callable[[Paragraph, str], None]
 """Writes a paragraph again from render()'s output."""
-_Found = list[tuple[_Writer, _Paragraph]]
+_Found = list[tuple[_Writer, Paragraph]]
 
 
 @dataclass(frozen=True)
@@ -574,7 +429,7 @@ def read_package(name: str, suffix: str, data: bytes) -> Package:
         raise PackageError(f"{name} unpacks to more than {MAX_UNPACKED} bytes or {MAX_ENTRIES} entries")
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
     trees: dict[str, Any] = {}
-    found: list[tuple[_Writer, _Paragraph, Segment]] = []
+    found: list[tuple[_Writer, Paragraph, Segment]] = []
     try:
         for entry in entries:
             if not kind.parts.fullmatch(entry.filename):
