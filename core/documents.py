@@ -1,5 +1,5 @@
-"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs, subtitles (core/subtitles.py) and office
-documents (core/office.py), as segments and back.
+"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs, XLIFF (core/xliff.py), subtitles
+(core/subtitles.py) and office documents (core/office.py), as segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
 markup goes back by the word alignment) and ``rebuild(translations)``, which writes the file again with each
@@ -21,6 +21,7 @@ from core import office
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
 from core.subtitles import read_subtitles
+from core.xliff import XliffError, read_xliff
 
 TEXT_KINDS = {
     ".txt": "text/plain",
@@ -30,6 +31,8 @@ TEXT_KINDS = {
     ".po": "text/x-gettext-translation",
     ".pot": "text/x-gettext-translation",
     ".srt": "application/x-subrip",
+    ".xlf": "application/xliff+xml",
+    ".xliff": "application/xliff+xml",
     ".vtt": "text/vtt",
 }
 KINDS = {**TEXT_KINDS, **office.KINDS}
@@ -47,12 +50,21 @@ class DocumentError(ValueError):
     """The file cannot be read as the kind its name says."""
 
 
+Rebuild = Callable[[list[tuple[str, Links]], str | None], bytes]
+"""Takes each segment's (translation, word links) in order and the target language; returns the translated file."""
+
+
 @dataclass
 class DocumentFile:
     segments: list[Segment]
-    rebuild: Callable[[list[tuple[str, Links]]], bytes]
-    """Takes each segment's (translation, word links) in order; returns the translated file."""
+    write: Rebuild
     media_type: str
+
+    def rebuild(self, done: list[tuple[str, Links]], target_lang: str | None = None) -> bytes:
+        """The file with each segment's (translation, word links) in place; ``target_lang`` (a code) goes where the
+        format names the language of its translations and the file does not yet (a catalog's ``Language``,
+        XLIFF's target language)."""
+        return self.write(done, target_lang)
 
 
 def media_type(name: str) -> str:
@@ -76,7 +88,13 @@ def read_document(name: str, data: bytes) -> DocumentFile:
             package = office.read_package(name, suffix, data)
         except office.PackageError as err:
             raise DocumentError(str(err)) from None
-        return DocumentFile(package.segments, package.rebuild, media_type(name))
+        return DocumentFile(package.segments, lambda done, _: package.rebuild(done), media_type(name))
+    if suffix in (".xlf", ".xliff"):  # XML says its own encoding
+        try:
+            xliff = read_xliff(data)
+        except XliffError as err:
+            raise DocumentError(f"{name}: {err}") from None
+        return DocumentFile(xliff.segments, xliff.rebuild, media_type(name))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -85,11 +103,11 @@ def read_document(name: str, data: bytes) -> DocumentFile:
         return _catalog(text)
     if suffix in (".srt", ".vtt"):
         subtitles = read_subtitles(text, webvtt=suffix == ".vtt")
-        return DocumentFile(subtitles.segments, subtitles.rebuild, media_type(name))
+        return DocumentFile(subtitles.segments, lambda done, _: subtitles.rebuild(done), media_type(name))
     document = (
         parse_html(text) if suffix in (".html", ".htm") else parse_markdown(text) if suffix == ".md" else _lines(text)
     )
-    return DocumentFile(document.segments, lambda done: _join(document, done), media_type(name))
+    return DocumentFile(document.segments, lambda done, _: _join(document, done), media_type(name))
 
 
 def _lines(text: str) -> Document:
@@ -151,7 +169,9 @@ def _catalog(text: str) -> DocumentFile:
             units.append(unit)
             segments.append(segment)
 
-    def rebuild(done: list[tuple[str, Links]]) -> bytes:
+    def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
+        if target_lang and not catalog.metadata.get("Language", "").strip():
+            catalog.metadata["Language"] = target_lang
         for segment, unit, (translated, _) in zip(segments, units, done, strict=True):
             value = unit.lead + _restore(segment, translated, unit) + unit.trail
             entry = unit.entry

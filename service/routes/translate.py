@@ -234,8 +234,8 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
         200: {"content": {"application/octet-stream": {}}, "description": "The translated file, same name and type."},
         **{k: v for k, v in _ERRORS.items() if k != 422},
         415: _error(
-            "Not a kind of file this server translates (.txt, .html, .md, .po, .srt, .vtt, .docx, .pptx, .xlsx, "
-            ".odt, .odp)."
+            "Not a kind of file this server translates (.txt, .html, .md, .po, .xlf, .xliff, .srt, .vtt, .docx, "
+            ".pptx, .xlsx, .odt, .odp)."
         ),
         422: _error(
             "The file is not UTF-8, not a valid catalog, its markup nests too deep, or an office file is not a "
@@ -246,7 +246,8 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
     description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`, "
     "`glossary` (a JSON object). The "
     "file comes back translated with the same name and type: markup kept as with format html/markdown, a .po "
-    "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept; .srt and .vtt "
+    "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept; XLIFF's empty "
+    "targets filled, inline codes kept; .srt and .vtt "
     "subtitles with their timing; Word, PowerPoint, "
     "Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp) translated in place, their formatting put "
     "back on the aligned words. Up to MT_MAX_DOCUMENT_BYTES.",
@@ -332,6 +333,7 @@ async def translate_file(
     fields.update(document=name, segments=len(document.segments), chars=sum(len(s.text) for s in document.segments))
     charge(service, client, fields["chars"])  # the whole document, before any of it is translated
     done: list[tuple[str, Links]] = []
+    target_lang = options.get("target_lang")
     step = settings.max_texts
     for start in range(0, len(document.segments), step):
         chunk = document.segments[start : start + step]
@@ -341,7 +343,8 @@ async def translate_file(
             raise ApiError(422, "validation", f"{err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
         result = await translate_texts(service, body, dict(fields), links=True)
         done += [(t.text, _links(t)) for t in result.texts]
-    return await asyncio.to_thread(document.rebuild, done), document.media_type
+        target_lang = result.model.target_language
+    return await asyncio.to_thread(document.rebuild, done, target_lang), document.media_type
 
 
 def charge(service: ServiceState, client: Client | None, characters: int) -> None:

@@ -84,6 +84,20 @@ def test_a_catalog_comes_back_complete_fuzzy_and_msgfmt_clean(shared_server: Thr
     assert check.returncode == 0, check.stderr
 
 
+def test_a_template_gets_the_models_language_and_xliff_its_target(shared_server: ThreadServer) -> None:
+    template = CATALOG.replace('"Language: de\\n"\n', "")
+    assert "Language" not in template
+    status, data, _ = send(shared_server, "app.pot", template.encode())
+    assert status == 200 and polib.pofile(data.decode()).metadata["Language"] == "de"
+    xliff = (
+        '<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="en">'
+        '<body><trans-unit id="a"><source>one two</source></trans-unit></body></file></xliff>'
+    )
+    status, data, headers = send(shared_server, "app.xlf", xliff.encode())
+    assert status == 200 and headers["content-type"].startswith("application/xliff+xml")
+    assert b'target-language="de"' in data and b'<target state="needs-review-translation">two one</target>' in data
+
+
 def test_text_html_and_markdown_files_keep_their_layout(shared_server: ThreadServer) -> None:
     status, data, headers = send(shared_server, "notes.txt", b"one two\n\n  three four\n")
     assert (status, data) == (200, b"two one\n\n  four three\n")
