@@ -222,6 +222,12 @@ class Settings(BaseSettings):
     max_texts: int = Field(64, ge=1, description="Most texts in one /translate request (413 beyond).")
     max_chars: int = Field(10_000, ge=1, description="Most characters in one text (413 beyond).")
     max_body_bytes: int = Field(1_000_000, ge=1, description="Largest request body in bytes (413 beyond).")
+    max_document_segments: int = Field(
+        10_000,
+        ge=1,
+        description="Most paragraphs and strings in one uploaded document (413 beyond); they are translated "
+        "MT_MAX_TEXTS at a time, each group waiting its turn while the queue is full.",
+    )
     max_document_bytes: int = Field(
         20_000_000,
         ge=1,

@@ -24,7 +24,7 @@ from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import DecodeOptions, Translation
 from inference.glossary import Glossary, Term
 from inference.glossary import apply as apply_glossary
-from service.batcher import RequestTimeout, TooManySentences
+from service.batcher import QueueFull, RequestTimeout, TooManySentences
 from service.deps import ApiKey, KeyOnly, Service, ServiceState
 from service.detection import Detection
 from service.errors import ApiError, key_refusal
@@ -323,12 +323,12 @@ async def translate_file(
     except MarkupError as err:
         raise ApiError(422, "validation", f"{name} cannot be translated: {err}") from None
     settings = service.settings
-    if len(document.segments) > settings.max_queue:
+    if len(document.segments) > settings.max_document_segments:
         raise ApiError(
             413,
             "too_large",
             f"{name} has {len(document.segments)} paragraphs and strings to translate; the limit is "
-            f"{settings.max_queue} (MT_MAX_QUEUE): split the document",
+            f"{settings.max_document_segments} (MT_MAX_DOCUMENT_SEGMENTS): split the document",
         )
     fields.update(document=name, segments=len(document.segments), chars=sum(len(s.text) for s in document.segments))
     charge(service, client, fields["chars"])  # the whole document, before any of it is translated
@@ -341,10 +341,23 @@ async def translate_file(
             body = TranslateRequest.model_validate({"text": [s.text for s in chunk], **options})
         except ValidationError as err:
             raise ApiError(422, "validation", f"{err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
-        result = await translate_texts(service, body, dict(fields), links=True)
+        result = await _translate_group(service, body, fields)
         done += [(t.text, _links(t)) for t in result.texts]
         target_lang = result.model.target_language
     return await asyncio.to_thread(document.rebuild, done, target_lang), document.media_type
+
+
+async def _translate_group(service: ServiceState, body: TranslateRequest, fields: dict[str, Any]) -> Done:
+    """One group of a document's segments. While the queue is full the group waits its turn (the Retry-After the
+    server would answer), up to MT_REQUEST_TIMEOUT_S, rather than losing the groups translated before it."""
+    deadline = time.monotonic() + service.settings.request_timeout_s
+    while True:
+        try:
+            return await translate_texts(service, body, dict(fields), links=True)
+        except QueueFull as err:
+            if time.monotonic() + err.retry_after > deadline:
+                raise
+            await asyncio.sleep(err.retry_after)
 
 
 def charge(service: ServiceState, client: Client | None, characters: int) -> None:

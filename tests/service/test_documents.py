@@ -177,9 +177,37 @@ def test_documents_may_be_larger_than_other_bodies_up_to_their_own_limit(tmp_pat
             assert r.status_code == 413 and "MT_MAX_DOCUMENT_BYTES" in r.text, (path, r.text)
 
 
-def test_a_document_larger_than_the_queue_is_a_413(tmp_path: Path) -> None:
+def test_a_document_larger_than_the_queue_is_translated_group_by_group(tmp_path: Path) -> None:
     bundle = write_fake_bundle(tmp_path / "b")
-    with thread_server(settings_for(bundle, max_queue=10), FakeLoader()) as s:
-        status, body, _ = send(s, "long.txt", b"word\n" * 11)
-        assert status == 413 and b"MT_MAX_QUEUE" in body
-        assert send(s, "short.txt", b"word\n" * 10)[0] == 200
+    settings = settings_for(bundle, max_queue=10, max_texts=4, max_document_segments=30)
+    with thread_server(settings, FakeLoader()) as s:
+        status, body, _ = send(s, "long.txt", b"one two\n" * 30)
+        assert (status, body) == (200, b"two one\n" * 30)
+        status, body, _ = send(s, "longer.txt", b"word\n" * 31)
+        assert status == 413 and b"MT_MAX_DOCUMENT_SEGMENTS" in body
+
+
+def test_a_document_group_waits_while_the_queue_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queue full at the second group: that group is sent again after the Retry-After, and the groups
+    translated before it are not lost."""
+    from service.batcher import QueueFull
+    from service.routes import translate as route
+
+    real = route.translate_texts
+    calls: list[int] = []
+
+    async def full_once(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 2:
+            raise QueueFull(10, 4, 10, retry_after=1)
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(route, "translate_texts", full_once)
+    bundle = write_fake_bundle(tmp_path / "b")
+    with thread_server(settings_for(bundle, max_texts=4), FakeLoader()) as s:
+        status, body, _ = send(s, "long.txt", b"one two\n" * 10)
+        assert (status, body) == (200, b"two one\n" * 10) and len(calls) == 4  # 3 groups, the second twice
+    calls.clear()
+    with thread_server(settings_for(bundle, max_texts=4, request_timeout_s=0.5), FakeLoader()) as s:
+        status, body, headers = send(s, "long.txt", b"one two\n" * 10)
+        assert status == 503 and "retry-after" in headers  # waiting longer than the timeout: the server's answer
