@@ -115,6 +115,7 @@
 
   const ERROR_TITLES = {
     too_large: "The text is too long",
+    unsupported_format: "This kind of file cannot be translated",
     empty: "Nothing to translate",
     glossary: "The glossary has a line it cannot read",
     validation: "Some options are not valid",
@@ -132,6 +133,7 @@
     const wait = retryAfter ? `Try again in about ${retryAfter} s.` : "Try again in a moment.";
     switch (code) {
       case "too_large": return "Shorten the text or translate it in several parts.";
+      case "unsupported_format": return "Save it in one of the formats the file field lists and try again.";
       case "validation": return "Fix the fields named below and translate again.";
       case "overloaded": return `Too many sentences are waiting to be translated. ${wait}`;
       case "not_ready": return `The model is still loading. ${wait}`;
@@ -158,6 +160,26 @@
     $("error-id").textContent = requestId ? `Request id: ${requestId}` : "";
     box.hidden = false;
     if (code === "not_ready") loadModel();
+  }
+
+  function parseJson(raw) {
+    try {
+      return JSON.parse(raw);
+    } catch (err) {
+      return null;
+    }
+  }
+
+  // An answer that is not a translation: the server's JSON error ({error, message, details, request_id}).
+  function showResponseError(response, data) {
+    showError({
+      status: response.status,
+      code: data && data.error,
+      message: (data && data.message) || `The server answered HTTP ${response.status} ${response.statusText}.`,
+      details: data && data.error === "validation" ? data.details : null,
+      requestId: (data && data.request_id) || response.headers.get("X-Request-ID"),
+      retryAfter: response.headers.get("Retry-After"),
+    });
   }
 
   function clearError() {
@@ -240,21 +262,9 @@
       }
       const raw = await response.text();
       const elapsed = performance.now() - started;
-      let data = null;
-      try {
-        data = JSON.parse(raw);
-      } catch (err) {
-        data = null;
-      }
+      const data = parseJson(raw);
       if (!response.ok || !data) {
-        showError({
-          status: response.status,
-          code: data && data.error,
-          message: (data && data.message) || `The server answered HTTP ${response.status} ${response.statusText}.`,
-          details: data && data.error === "validation" ? data.details : null,
-          requestId: (data && data.request_id) || response.headers.get("X-Request-ID"),
-          retryAfter: response.headers.get("Retry-After"),
-        });
+        showResponseError(response, data);
         statusLine.textContent = "";
         return;
       }
@@ -265,6 +275,70 @@
       button.disabled = false;
       button.removeAttribute("aria-busy");
       form.removeAttribute("aria-busy");
+    }
+  }
+
+  // ---- translating a file -----------------------------------------------------------------------
+
+  // POST translate/document with the chosen file, the pair, glossary and key of the form above; the answer is
+  // the file translated, offered as a download under its own name.
+  async function translateFile() {
+    if (busy) return;
+    const input = $("file");
+    const file = input.files && input.files[0];
+    if (!file) {
+      showError({ code: "empty", message: "There is no file to translate: choose one first." });
+      input.focus();
+      return;
+    }
+    const glossary = parseGlossary($("glossary").value);
+    if (glossary.error) {
+      showError({ code: "glossary", message: glossary.error });
+      return;
+    }
+    const body = new FormData();
+    body.append("file", file, file.name);
+    if (pairSelect.value) body.append("model", pairSelect.value);
+    if (Object.keys(glossary.entries).length) body.append("glossary", JSON.stringify(glossary.entries));
+    const headers = {};
+    const key = $("api-key").value.trim();
+    if (key) headers["X-API-Key"] = key;
+    const fileButton = $("file-button");
+    const fileStatus = $("file-status");
+    busy = true;
+    fileButton.disabled = true;
+    fileButton.setAttribute("aria-busy", "true");
+    fileStatus.textContent = `Translating ${file.name}…`;
+    $("file-result").hidden = true;
+    clearError();
+    const started = performance.now();
+    try {
+      let response;
+      try {
+        response = await fetch("translate/document", { method: "POST", headers, body });
+      } catch (err) {
+        showError({ message: "Could not reach the server. Check that it is running and try again." });
+        fileStatus.textContent = "";
+        return;
+      }
+      if (!response.ok) {
+        showResponseError(response, parseJson(await response.text()));
+        fileStatus.textContent = "";
+        return;
+      }
+      const translated = await response.blob();
+      const link = $("file-link");
+      if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
+      link.href = URL.createObjectURL(translated);
+      link.download = file.name;
+      link.textContent = `Download ${file.name} (translated)`;
+      $("file-result").hidden = false;
+      fileStatus.textContent = `Translated in ${Math.round(performance.now() - started)} ms.`;
+      link.focus();
+    } finally {
+      busy = false;
+      fileButton.disabled = false;
+      fileButton.removeAttribute("aria-busy");
     }
   }
 
@@ -582,6 +656,10 @@
     nBestInput.max = String(Math.max(1, Math.min(16, beam)));
   });
   $("copy-button").addEventListener("click", copyTranslation);
+  $("file-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    translateFile();
+  });
   for (const id of ["heatmap-words", "heatmap-pieces"]) $(id).addEventListener("change", drawSentences);
   pairSelect.addEventListener("change", () => {
     if (!showPair()) loadModel();

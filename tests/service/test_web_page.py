@@ -353,6 +353,41 @@ def test_page_sends_a_glossary_and_refuses_a_line_it_cannot_read(browser: WebDri
         browser.execute_script(set_value, glossary, "")
 
 
+def test_page_translates_a_file_and_offers_it_for_download(
+    browser: WebDriver, server: ProcessServer, tmp_path: Path
+) -> None:
+    """Translate a file: the chosen file goes to /translate/document and comes back as a download under its own
+    name, holding what the API answers for it; a kind the server does not take shows the server's error."""
+    from core.documents import KINDS
+
+    open_page(browser, server)
+    field = browser.find_element(By.ID, "file")
+    assert sorted(field.get_attribute("accept").split(",")) == sorted(KINDS)  # what the server takes, no more
+    path = tmp_path / "colors.txt"
+    path.write_text(f"{SENTENCE}\n\n{TWO_SENTENCES}\n", encoding="utf-8")
+    field.send_keys(str(path))
+    browser.find_element(By.ID, "file-button").click()
+    result = browser.find_element(By.ID, "file-result")
+    WebDriverWait(browser, WAIT_S).until(lambda d: result.is_displayed(), "no download was offered")
+    link = browser.find_element(By.ID, "file-link")
+    assert link.get_attribute("download") == "colors.txt"
+    fetch = "const done = arguments[arguments.length - 1]; fetch(arguments[0]).then(r => r.text()).then(done);"
+    downloaded = browser.execute_async_script(fetch, link.get_attribute("href"))
+    expected = server.client.post("/translate/document", files={"file": ("colors.txt", path.read_bytes())})
+    assert downloaded == expected.text and downloaded.count("\n") == 3
+    assert "Translated in" in browser.find_element(By.ID, "file-status").text
+
+    other = tmp_path / "book.pdf"
+    other.write_bytes(b"%PDF-1.7")
+    field.clear()
+    field.send_keys(str(other))
+    browser.find_element(By.ID, "file-button").click()
+    error = browser.find_element(By.ID, "error")
+    WebDriverWait(browser, WAIT_S).until(lambda d: error.is_displayed(), "the PDF was not refused")
+    assert error.get_attribute("data-code") == "unsupported_format" and not result.is_displayed()
+    assert ".docx" in browser.find_element(By.ID, "error-message").text
+
+
 def test_page_offers_the_language_pairs_served(browser: WebDriver, tmp_path: Path) -> None:
     """Two models in one server: the selector lists both pairs from /languages, and the one chosen is the
     model that answers."""
