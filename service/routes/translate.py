@@ -332,6 +332,12 @@ async def translate_file(
         )
     fields.update(document=name, segments=len(document.segments), chars=sum(len(s.text) for s in document.segments))
     charge(service, client, fields["chars"])  # the whole document, before any of it is translated
+    if options.get("source_lang") == "auto" and document.segments:
+        # detected once on the whole of it (its first 10,000 characters): every group goes to the same model
+        found = await service.models.detect(" \n".join(s.text for s in document.segments)[:10_000])
+        if found:
+            options = {**options, "source_lang": found[0].language}
+            fields["detected_language"] = found[0].language
     done: list[tuple[str, Links]] = []
     target_lang = options.get("target_lang")
     step = settings.max_texts

@@ -173,6 +173,29 @@ def test_auto_detects_the_source_language_and_picks_the_direction(server: Thread
     assert "detected_language" not in post("/translate", json={"text": english, "source_lang": "en"}).json()
 
 
+def test_a_document_is_detected_once_as_a_whole(two: tuple[Path, Path], loader: FakeLoader) -> None:
+    """A document is translated in groups of MT_MAX_TEXTS; its language is detected once, on the whole of it, so
+    that a group of short or mixed lines does not go to another model than the rest."""
+    german = [
+        "Die Datei konnte nicht gespeichert werden, weil der Datenträger voll ist.",
+        "Bitte schließen Sie alle anderen Programme, bevor Sie fortfahren.",
+        "Die Einstellungen wurden erfolgreich übernommen und gespeichert.",
+        "Wählen Sie einen Ordner aus, in dem die Sicherung abgelegt werden soll.",
+    ]
+    lines = [*german, "The end."]
+    settings = settings_for(two[0], bundles=list(two), max_texts=2)
+    with thread_server(settings, loader) as server:
+        r = server.client.post(
+            "/translate/document",
+            files={"file": ("notes.txt", "\n".join(lines).encode())},
+            data={"source_lang": "auto", "target_lang": "en"},
+        )
+        assert r.status_code == 200, r.text
+        assert all(line.startswith("en:") for line in r.text.splitlines()), r.text
+        r = server.client.post("/translate", json={"text": "The end.", "source_lang": "auto", "target_lang": "en"})
+        assert r.status_code == 400  # alone, the last line is English: the document's group would have failed
+
+
 def test_detect_names_the_language_of_each_text(server: ThreadServer) -> None:
     r = server.client.post("/detect", json={"text": ["Einstellungen speichern", "Save the settings", "   "]})
     assert r.status_code == 200, r.text
