@@ -55,12 +55,13 @@ class Paragraph:
     spaced: set[int] = field(default_factory=set)
     """Literals that are whitespace (tabs, line breaks)."""
 
-    @property
-    def length(self) -> int:
-        return sum(len(t) for t in self.text)
+    length: int = 0
+    """Characters of text so far."""
 
     def add_text(self, text: str) -> None:
-        self.text.append(_PRIVATE.sub("", text))
+        text = _PRIVATE.sub("", text)
+        self.text.append(text)
+        self.length += len(text)
 
     def add_literal(self, elements: list[Any], spaced: bool = False) -> None:
         """A placeholder for ``elements``; ``spaced`` when they are whitespace themselves (a tab, a line break):
@@ -71,6 +72,7 @@ class Paragraph:
             self.spaced.add(len(self.literals) - 1)
             placeholder = f" {placeholder} "
         self.text.append(placeholder)
+        self.length += len(placeholder)
 
     def add_span(self, format: Format, start: int, end: int, depth: int) -> int:
         """A span of ``format`` over ``text[start:end]``; returns its index."""

@@ -285,7 +285,7 @@ def _write_runs(grammar: _Runs, p: Paragraph, rendered: str) -> None:
         elif kind == "literal":
             parents[-1][0].extend(e.element() if isinstance(e, _Alone) else e for e in p.literals[value])
         else:
-            template = runs[-1] if runs else parents[-1][1]
+            template = runs[-1] if runs else parents[-1][1] if parents[-1][1] is not None else p.base
             parents[-1][0].append(_new_run(grammar, template, value))
     paragraph.extend(p.last)
 
@@ -297,10 +297,13 @@ def _new_run(grammar: _Runs, template: Any, text: str) -> Any:
     t.text = text
     if grammar.ns != _A:
         t.set(_XML_SPACE, "preserve")
-    if template is None or local(template) != grammar.run:  # Excel's plain string: its <t> alone
+    if template is not None and local(template) == grammar.text:  # Excel's plain string: its <t> alone
         return t
-    run = shallow(template)
-    run.extend(copy.deepcopy(c) for c in template if local(c) == grammar.props and namespace(c) == grammar.ns)
+    if template is None:  # words in a container that had no text of its own: a run without properties
+        run = etree.Element(f"{{{grammar.ns}}}{grammar.run}")
+    else:
+        run = shallow(template)
+        run.extend(copy.deepcopy(c) for c in template if local(c) == grammar.props and namespace(c) == grammar.ns)
     run.append(t)
     return run
 

@@ -171,6 +171,25 @@ def test_word_formatting_follows_the_alignment_and_nothing_is_lost() -> None:
     assert archive.read("word/document.xml").startswith(b"<?xml version='1.0' encoding='UTF-8' standalone='yes'?>")
 
 
+def test_every_word_run_is_whole_even_around_a_linked_picture() -> None:
+    """A hyperlink around a picture only (no text of its own) that the translation puts words into: those words
+    are written in a run of the paragraph's formatting, never as bare text (Word refuses a <w:t> outside a run)."""
+    linked = (
+        f'<w:body xmlns:w="{W}" xmlns:r="{R}"><w:p><w:r><w:t>See</w:t></w:r><w:hyperlink r:id="rId7"><w:r>'
+        '<w:drawing/></w:r></w:hyperlink><w:r><w:t xml:space="preserve"> the picture</w:t></w:r></w:p>'
+        "<w:sectPr/></w:body>"
+    )
+    data = _replace(
+        word_file(), "word/document.xml", lambda x: re.sub(rb"<w:body[ >].*</w:body>", linked.encode(), x, flags=re.S)
+    )
+    assert texts("p.docx", data)[0] == "See{1} the picture"
+    out = body(translate("p.docx", data))
+    assert all(etree.QName(t.getparent()).localname == "r" for t in out.iter(f"{{{W}}}t"))
+    link = out.find(f".//{{{W}}}hyperlink")
+    assert link is not None and link.find(f".//{{{W}}}drawing") is not None
+    assert paragraph_text(out.find(f".//{{{W}}}p")).split() == ["PICTURE", "THE", "SEE"]
+
+
 def runs_of(document: object) -> list[list[tuple[str, bool | None, bool | None]]]:
     """Each paragraph's text in stretches of one formatting (adjacent runs formatted alike merged)."""
     out = []
