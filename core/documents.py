@@ -1,5 +1,5 @@
 """Whole files to translate: plain text, HTML, Markdown, gettext catalogs, XLIFF (core/xliff.py), subtitles
-(core/subtitles.py) and office documents (core/office.py), as segments and back.
+(core/subtitles.py), office documents (core/office.py) and e-books (core/epub.py), as segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
 markup goes back by the word alignment) and ``rebuild(translations)``, which writes the file again with each
@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core import office
+from core import epub, office
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
 from core.subtitles import read_subtitles
@@ -35,7 +35,7 @@ TEXT_KINDS = {
     ".xliff": "application/xliff+xml",
     ".vtt": "text/vtt",
 }
-KINDS = {**TEXT_KINDS, **office.KINDS}
+KINDS = {**TEXT_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE}
 _PRINTF = r"%(?:\d+\$|\([^)\s]+\))?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcrsaAp%]"
 _PLACEHOLDERS = re.compile(rf"{_PRINTF}|%\d+|\{{[^{{}}\s]*\}}|\$\{{[^{{}}]+\}}")
 _POSITIONAL = re.compile(
@@ -83,12 +83,12 @@ def read_document(name: str, data: bytes) -> DocumentFile:
     suffix = _suffix(name)
     if suffix not in KINDS:
         raise DocumentError(f"{name}: not a kind this server translates ({', '.join(sorted(KINDS))})")
-    if suffix in office.KINDS:
+    if suffix in office.KINDS or suffix == ".epub":
         try:
-            package = office.read_package(name, suffix, data)
+            package = epub.read_epub(name, data) if suffix == ".epub" else office.read_package(name, suffix, data)
         except office.PackageError as err:
             raise DocumentError(str(err)) from None
-        return DocumentFile(package.segments, lambda done, _: package.rebuild(done), media_type(name))
+        return DocumentFile(package.segments, package.rebuild, media_type(name))
     if suffix in (".xlf", ".xliff"):  # XML says its own encoding
         try:
             xliff = read_xliff(data)

@@ -96,6 +96,7 @@ class _Parser(HTMLParser):
         self._raw_depth = 0
         self._raw_literal = False
         self._depth = 0
+        self._end_text = ""
 
     # -- the current segment ------------------------------------------------------------------------
 
@@ -156,8 +157,18 @@ class _Parser(HTMLParser):
         else:
             self._markup(raw)
 
+    def parse_endtag(self, i: int) -> int:
+        # HTMLParser hands handle_endtag the name lowercased: the end tag as written is kept for markup copied
+        # verbatim (XHTML and SVG are case-sensitive: </clipPath> must stay so).
+        end = self.rawdata.find(">", i + 2)
+        self._end_text = self.rawdata[i : end + 1] if end >= 0 else ""
+        try:
+            return super().parse_endtag(i)
+        finally:
+            self._end_text = ""
+
     def handle_endtag(self, tag: str) -> None:
-        raw = f"</{tag}>"
+        raw = self._end_text if self._end_text.lower().startswith(f"</{tag}") else f"</{tag}>"
         if self._raw is not None:
             self._raw.append(raw)
             if tag == self._raw_name:

@@ -415,14 +415,13 @@ _PACKAGES = {
 @dataclass
 class Package:
     segments: list[Segment]
-    rebuild: Callable[[list[tuple[str, Links]]], bytes]
+    rebuild: Callable[[list[tuple[str, Links]], str | None], bytes]
+    """Takes each segment's (translation, word links) and the target language; returns the file."""
 
 
-def read_package(name: str, suffix: str, data: bytes) -> Package:
-    """The segments of the office document ``data`` (its kind by ``suffix``) and how to write it translated."""
-    from lxml import etree
-
-    kind = _PACKAGES[suffix]
+def open_package(name: str, suffix: str, data: bytes) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]:
+    """The zip package ``data`` and its entries, refused (PackageError) when it is not one or would unpack to
+    more than MAX_UNPACKED bytes or MAX_ENTRIES entries."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         entries = archive.infolist()
@@ -430,7 +429,42 @@ def read_package(name: str, suffix: str, data: bytes) -> Package:
         raise PackageError(f"{name} is not a {suffix} file (not a zip package: {err})") from None
     if len(entries) > MAX_ENTRIES or sum(e.file_size for e in entries) > MAX_UNPACKED:
         raise PackageError(f"{name} unpacks to more than {MAX_UNPACKED} bytes or {MAX_ENTRIES} entries")
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
+    return archive, entries
+
+
+def write_package(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo], replaced: dict[str, bytes]) -> bytes:
+    """The package again, entry for entry in the same order and compression (an OpenDocument's or an EPUB's
+    ``mimetype`` stays first and stored), with the ``replaced`` entries' new bytes."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as written:
+        for entry in entries:
+            body = replaced[entry.filename] if entry.filename in replaced else archive.read(entry)
+            written.writestr(entry, body, compress_type=entry.compress_type)
+    return out.getvalue()
+
+
+def xml_parser() -> Any:
+    """lxml's parser for parts of a package: no entity is expanded, nothing is loaded from outside."""
+    from lxml import etree
+
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+
+
+def xml_bytes(root: Any) -> bytes:
+    """A part written again: UTF-8, with its XML declaration (``standalone`` as it was)."""
+    from lxml import etree
+
+    info = root.getroottree().docinfo
+    return bytes(etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=info.standalone))
+
+
+def read_package(name: str, suffix: str, data: bytes) -> Package:
+    """The segments of the office document ``data`` (its kind by ``suffix``) and how to write it translated."""
+    from lxml import etree
+
+    kind = _PACKAGES[suffix]
+    archive, entries = open_package(name, suffix, data)
+    parser = xml_parser()
     trees: dict[str, Any] = {}
     found: list[tuple[_Writer, Paragraph, Segment]] = []
     try:
@@ -448,19 +482,9 @@ def read_package(name: str, suffix: str, data: bytes) -> Package:
     if not trees:
         raise PackageError(f"{name} is not a {suffix} file (none of its parts holds {suffix} text)")
 
-    def rebuild(done: list[tuple[str, Links]]) -> bytes:
+    def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
         for (write, paragraph, segment), (translated, links) in zip(found, done, strict=True):
             write(paragraph, render(segment, translated, links))
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w") as written:
-            for entry in entries:
-                if entry.filename in trees:
-                    root = trees[entry.filename]
-                    info = root.getroottree().docinfo
-                    body = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=info.standalone)
-                else:
-                    body = archive.read(entry)
-                written.writestr(entry, body, compress_type=entry.compress_type)
-        return out.getvalue()
+        return write_package(archive, entries, {name: xml_bytes(root) for name, root in trees.items()})
 
     return Package([s for *_, s in found], rebuild)

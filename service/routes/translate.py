@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from core.documents import DocumentError, read_document
+from core.documents import KINDS, DocumentError, read_document
 from core.markdown import parse_markdown
 from core.markup import Document, Links, MarkupError, parse_html, render
 from core.reading import Reading, answer, read
@@ -233,24 +233,19 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
     responses={
         200: {"content": {"application/octet-stream": {}}, "description": "The translated file, same name and type."},
         **{k: v for k, v in _ERRORS.items() if k != 422},
-        415: _error(
-            "Not a kind of file this server translates (.txt, .html, .md, .po, .xlf, .xliff, .srt, .vtt, .docx, "
-            ".pptx, .xlsx, .odt, .odp)."
-        ),
+        415: _error(f"Not a kind of file this server translates ({', '.join(sorted(KINDS))})."),
         422: _error(
-            "The file is not UTF-8, not a valid catalog, its markup nests too deep, or an office file is not a "
-            "package of its kind."
+            "The file is not UTF-8, not a valid catalog, its markup nests too deep, or an office file or e-book is "
+            "not a package of its kind."
         ),
     },
-    summary="Translate a document: .txt, .html, .md, a gettext .po catalog, subtitles or an office file",
+    summary="Translate a document: text, HTML, Markdown, catalogs, XLIFF, subtitles, office files, e-books",
     description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`, "
-    "`glossary` (a JSON object). The "
-    "file comes back translated with the same name and type: markup kept as with format html/markdown, a .po "
-    "catalog's untranslated entries filled and marked fuzzy, placeholders and accelerators kept; XLIFF's empty "
-    "targets filled, inline codes kept; .srt and .vtt "
-    "subtitles with their timing; Word, PowerPoint, "
-    "Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp) translated in place, their formatting put "
-    "back on the aligned words. Up to MT_MAX_DOCUMENT_BYTES.",
+    "`glossary` (a JSON object). The file comes back translated with the same name and type: markup kept as "
+    "with format html/markdown; a .po catalog's untranslated entries filled and marked fuzzy, placeholders and "
+    "accelerators kept; XLIFF's empty targets filled, inline codes kept; .srt and .vtt subtitles with their "
+    "timing; Word, PowerPoint, Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp) and EPUB e-books "
+    "translated in place, their formatting put back on the aligned words. Up to MT_MAX_DOCUMENT_BYTES.",
     openapi_extra={
         "requestBody": {
             "required": True,
