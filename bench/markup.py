@@ -203,7 +203,7 @@ def held_out_catalog_entries(corpus: Path, cache: Path) -> list[tuple[str, str, 
     """(msgid, reference msgstr, flags) of held-out software-UI catalog entries holding a placeholder."""
     import polib
 
-    from core.documents import _PLACEHOLDERS
+    from core.strings import PLACEHOLDERS as _PLACEHOLDERS
 
     report = json.loads((corpus / "report.json").read_text(encoding="utf-8"))
     entries = []
@@ -222,7 +222,8 @@ def held_out_catalog_entries(corpus: Path, cache: Path) -> list[tuple[str, str, 
 def score_placeholders(engine: object, entries: list[tuple[str, str, list[str]]]) -> dict[str, object]:
     import polib
 
-    from core.documents import _PLACEHOLDERS, read_document
+    from core.documents import read_document
+    from core.strings import PLACEHOLDERS as _PLACEHOLDERS
 
     catalog = polib.POFile()
     catalog.metadata = {"Content-Type": "text/plain; charset=UTF-8", "Plural-Forms": "nplurals=2; plural=(n != 1);"}

@@ -2,13 +2,11 @@
 (core/subtitles.py), office documents (core/office.py) and e-books (core/epub.py), as segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
-markup goes back by the word alignment) and ``rebuild(translations)``, which writes the file again with each
-segment's translation in place. For a ``.po`` catalog every entry without a translation is a segment (both
-forms of a plural entry); its placeholders (``%s``, ``%d``, ``%(name)s``, ``%1$s``, ``{name}``, ``%1``) become
-literals that come back verbatim and, in ``c-format``/``python-format`` entries, in the source's order; an
-accelerator (``_File``, ``&Open``, ``~Save``) is taken out before translating and put before the first letter of
-the translation; leading and trailing whitespace and line breaks are kept as the source has them. Filled entries
-are marked ``fuzzy``, so that a translator reviews them.
+markup goes back by the word alignment) and ``rebuild(translations, target_lang)``, which writes the file again
+with each segment's translation in place. For a ``.po`` catalog every entry without a translation is a segment
+(both forms of a plural entry), its placeholders, accelerator and outer whitespace kept (core/strings.py;
+placeholders in the source's order in ``c-format``/``python-format`` entries). Filled entries are marked
+``fuzzy``, so that a translator reviews them.
 """
 
 from __future__ import annotations
@@ -16,10 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from core import epub, office
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
+from core.strings import Protected, protect, restore
 from core.subtitles import read_subtitles
 from core.xliff import XliffError, read_xliff
 
@@ -36,14 +36,7 @@ TEXT_KINDS = {
     ".vtt": "text/vtt",
 }
 KINDS = {**TEXT_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE}
-_PRINTF = r"%(?:\d+\$|\([^)\s]+\))?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcrsaAp%]"
-_PLACEHOLDERS = re.compile(rf"{_PRINTF}|%\d+|\{{[^{{}}\s]*\}}|\$\{{[^{{}}]+\}}")
-_POSITIONAL = re.compile(
-    r"%(?![(%]|\d+\$)[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcrsaAp]"
-)
-"""printf directives that take their argument by position in the list: their order must stay."""
-_ACCELERATOR = re.compile(r"(?<![\w&_~])([_&~])(?=[^\W\d_])")
-_ORDERED_FLAGS = ("c-format", "python-format", "php-format", "sh-format")
+_ORDERED_FLAGS = ("c-format", "python-format", "php-format", "sh-format", "objc-format")
 
 
 class DocumentError(ValueError):
@@ -132,18 +125,6 @@ def _join(document: Document, done: list[tuple[str, Links]]) -> bytes:
     return "".join(p if isinstance(p, str) else rendered[p] for p in document.parts).encode("utf-8")
 
 
-@dataclass
-class _Unit:
-    entry: object
-    form: int | None
-    """None: msgstr; k: msgstr_plural[k] (the singular for 0, the plural for the others)."""
-    lead: str
-    trail: str
-    accelerator: str
-    ordered: list[str]
-    """The placeholders in source order, where the format needs them in that order."""
-
-
 def _catalog(text: str) -> DocumentFile:
     import polib
 
@@ -154,8 +135,7 @@ def _catalog(text: str) -> DocumentFile:
     plural_forms = catalog.metadata.get("Plural-Forms", "")
     match = re.search(r"nplurals\s*=\s*(\d+)", plural_forms)
     forms = int(match.group(1)) if match else 2
-    units: list[_Unit] = []
-    segments: list[Segment] = []
+    units: list[tuple[Any, int | None, Protected]] = []  # (entry, None for msgstr or k for msgstr_plural[k], ...)
     for entry in catalog:
         if entry.obsolete or not entry.msgid or entry.translated():
             continue
@@ -164,64 +144,20 @@ def _catalog(text: str) -> DocumentFile:
             sources = [(k, entry.msgid if k == 0 else entry.msgid_plural) for k in range(forms)]
         else:
             sources = [(None, entry.msgid)]
-        for form, source in sources:
-            segment, unit = _protect(entry, form, source)
-            units.append(unit)
-            segments.append(segment)
+        ordered = any(flag in entry.flags for flag in _ORDERED_FLAGS)
+        units += [(entry, form, protect(source, ordered)) for form, source in sources]
 
     def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
         if target_lang and not catalog.metadata.get("Language", "").strip():
             catalog.metadata["Language"] = target_lang
-        for segment, unit, (translated, _) in zip(segments, units, done, strict=True):
-            value = unit.lead + _restore(segment, translated, unit) + unit.trail
-            entry = unit.entry
-            if unit.form is None:
-                entry.msgstr = value  # type: ignore[attr-defined]
+        for (entry, form, protected), (translated, _) in zip(units, done, strict=True):
+            value = restore(protected, translated)
+            if form is None:
+                entry.msgstr = value
             else:
-                entry.msgstr_plural[unit.form] = value  # type: ignore[attr-defined]
-            if "fuzzy" not in entry.flags:  # type: ignore[attr-defined]
-                entry.flags.append("fuzzy")  # type: ignore[attr-defined]
+                entry.msgstr_plural[form] = value
+            if "fuzzy" not in entry.flags:
+                entry.flags.append("fuzzy")
         return str(catalog).encode("utf-8")
 
-    return DocumentFile(segments, rebuild, media_type(".po"))
-
-
-def _protect(entry: object, form: int | None, source: str) -> tuple[Segment, _Unit]:
-    body = source.strip()
-    start = source.index(body) if body else len(source)
-    lead, trail = source[:start], source[start + len(body) :]
-    accelerators = _ACCELERATOR.findall(body)
-    accelerator = accelerators[0] if len(accelerators) == 1 else ""
-    if accelerator:
-        body = _ACCELERATOR.sub("", body, count=1)
-    literals: dict[str, str] = {}
-
-    def keep(match: re.Match[str]) -> str:
-        key = "{" + str(len(literals) + 1) + "}"
-        literals[key] = match.group(0)
-        return key
-
-    protected = _PLACEHOLDERS.sub(keep, body)
-    flags = getattr(entry, "flags", [])
-    ordered = (
-        [p for p in literals.values() if _POSITIONAL.fullmatch(p)] if any(f in flags for f in _ORDERED_FLAGS) else []
-    )
-    unit = _Unit(entry, form, lead, trail, accelerator, ordered)
-    return Segment(protected, literals=literals, escape=False), unit
-
-
-def _restore(segment: Segment, translated: str, unit: _Unit) -> str:
-    text = render(segment, translated, [])
-    if unit.ordered:  # printf-style formats take their arguments in order: the source's order it is
-        found = list(_POSITIONAL.finditer(text))
-        if [m.group(0) for m in found] != unit.ordered and len(found) == len(unit.ordered):
-            pieces, position = [], 0
-            for match, placeholder in zip(found, unit.ordered, strict=True):
-                pieces += [text[position : match.start()], placeholder]
-                position = match.end()
-            text = "".join(pieces) + text[position:]
-    if unit.accelerator:
-        letter = re.search(r"[^\W\d_]", text)
-        if letter is not None:
-            text = text[: letter.start()] + unit.accelerator + text[letter.start() :]
-    return text
+    return DocumentFile([p.segment for *_, p in units], rebuild, media_type(".po"))
