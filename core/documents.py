@@ -1,5 +1,6 @@
-"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs, XLIFF (core/xliff.py), subtitles
-(core/subtitles.py), office documents (core/office.py) and e-books (core/epub.py), as segments and back.
+"""Whole files to translate: plain text, HTML, Markdown, gettext catalogs, XLIFF (core/xliff.py), app string
+resources (core/resources.py), subtitles (core/subtitles.py), office documents (core/office.py) and e-books
+(core/epub.py), as segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
 markup goes back by the word alignment) and ``rebuild(translations, target_lang)``, which writes the file again
@@ -19,6 +20,7 @@ from typing import Any
 from core import epub, office
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
+from core.resources import ResourceError, read_android, read_apple_strings, read_json, read_properties
 from core.strings import Protected, protect, restore
 from core.subtitles import read_subtitles
 from core.xliff import XliffError, read_xliff
@@ -35,7 +37,14 @@ TEXT_KINDS = {
     ".xliff": "application/xliff+xml",
     ".vtt": "text/vtt",
 }
-KINDS = {**TEXT_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE}
+RESOURCE_KINDS = {
+    ".json": "application/json",
+    ".xml": "application/xml",
+    ".strings": "text/plain",
+    ".properties": "text/x-java-properties",
+}
+"""App string resources (core/resources.py): their own encodings, no charset claimed."""
+KINDS = {**TEXT_KINDS, **RESOURCE_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE}
 _ORDERED_FLAGS = ("c-format", "python-format", "php-format", "sh-format", "objc-format")
 
 
@@ -82,6 +91,18 @@ def read_document(name: str, data: bytes) -> DocumentFile:
         except office.PackageError as err:
             raise DocumentError(str(err)) from None
         return DocumentFile(package.segments, package.rebuild, media_type(name))
+    if suffix in RESOURCE_KINDS:
+        readers = {".xml": read_android, ".strings": read_apple_strings, ".properties": read_properties}
+        try:
+            if suffix == ".json":
+                resource = read_json(data.decode("utf-8-sig"))
+            else:
+                resource = readers[suffix](data)
+        except UnicodeDecodeError as err:
+            raise DocumentError(f"{name} is not UTF-8 (byte {err.start}): convert it first") from None
+        except ResourceError as err:
+            raise DocumentError(f"{name}: {err}") from None
+        return DocumentFile(resource.segments, resource.rebuild, media_type(name))
     if suffix in (".xlf", ".xliff"):  # XML says its own encoding
         try:
             xliff = read_xliff(data)
