@@ -39,6 +39,7 @@ TEXT_KINDS = {
 }
 RESOURCE_KINDS = {
     ".json": "application/json",
+    ".arb": "application/json",
     ".xml": "application/xml",
     ".strings": "text/plain",
     ".properties": "text/x-java-properties",
@@ -94,7 +95,7 @@ def read_document(name: str, data: bytes) -> DocumentFile:
     if suffix in RESOURCE_KINDS:
         readers = {".xml": read_android, ".strings": read_apple_strings, ".properties": read_properties}
         try:
-            if suffix == ".json":
+            if suffix in (".json", ".arb"):
                 resource = read_json(data.decode("utf-8-sig"))
             else:
                 resource = readers[suffix](data)

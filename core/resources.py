@@ -6,7 +6,9 @@ core/strings.py: ``%1$s``, ``%@``, ``{name}``, ``{{count}}``, ``{0}`` come back 
 to translate (only placeholders, digits and punctuation) is left as it is, and so is one in ICU's plural or
 select syntax (``{count, plural, one {...} other {...}}``), whose branches a sentence model would break.
 
-- JSON: every string value, at any depth, keys untouched (i18next, vue-i18n, Angular, ...). A WebExtension's
+- JSON (and Flutter's ``.arb``): every string value, at any depth, keys untouched (i18next, vue-i18n, Angular,
+  ...), but not under keys that start with ``@`` (ARB's metadata; ``@@locale`` becomes the target language). A
+  WebExtension's
   ``messages.json`` (every entry an object with a ``message``) has its messages translated, not the
   ``description`` notes for translators nor the ``placeholders``. Written back with the file's indentation,
   keys in their order, non-ASCII as it is.
@@ -70,6 +72,8 @@ def read_json(text: str) -> Resource:
     def walk(node: Any) -> None:
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for key, value in items:
+            if isinstance(key, str) and key.startswith("@"):  # metadata (ARB's "@key" and "@@locale"): not text
+                continue
             if isinstance(value, str):
                 protected = _protected(value)
                 if protected is not None:
@@ -89,6 +93,8 @@ def read_json(text: str) -> Resource:
     def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
         for (node, key, protected), (translated, _) in zip(found, done, strict=True):
             node[key] = restore(protected, translated)
+        if target_lang and isinstance(data, dict) and isinstance(data.get("@@locale"), str):
+            data["@@locale"] = target_lang
         out = json.dumps(data, ensure_ascii=False, indent=indent.group(1) if indent else 2)
         return (out + ("\n" if text.endswith("\n") else "")).encode("utf-8")
 

@@ -46,6 +46,18 @@ def test_json_values_are_translated_keys_placeholders_and_icu_messages_kept() ->
     assert data["menu"] == ["FILE OPEN", "  CLOSE  "]
 
 
+def test_flutter_arb_metadata_is_kept_and_its_locale_becomes_the_target() -> None:
+    source = {
+        "@@locale": "en",
+        "hello": "Hello world!",
+        "@hello": {"description": "The greeting"},
+        "greeting": "Hello {name}",
+        "@greeting": {"placeholders": {"name": {"type": "String"}}},
+    }
+    data = json.loads(translate("app_en.arb", json.dumps(source).encode()))
+    assert data == {**source, "@@locale": "de", "hello": "WORLD! HELLO", "greeting": "{name} HELLO"}
+
+
 def test_a_webextensions_messages_are_translated_not_its_notes() -> None:
     source = {"appName": {"message": "Tab manager", "description": "The name of the app"}}
     data = json.loads(translate("messages.json", json.dumps(source).encode()))
