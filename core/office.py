@@ -1,18 +1,18 @@
-"""Office documents: Word, PowerPoint and Excel files (.docx, .pptx, .xlsx) and OpenDocument text and presentations
-(.odt, .odp), translated in place with their formatting.
+"""Office documents: Word, PowerPoint and Excel files (.docx, .pptx, .xlsx) and OpenDocument text, presentations and
+spreadsheets (.odt, .odp, .ods), translated in place with their formatting.
 
 A document is a zip of XML parts. Each paragraph of the parts that hold text (a Word document's body, headers,
-footers, footnotes and endnotes; slides and their notes; a workbook's strings; an OpenDocument's content and
-its master pages) becomes one segment: its text without markup, with each differently formatted stretch (a bold
-word, a hyperlink, an OpenDocument ``text:span``) as a span over that text (core/markup.py's), so that the
-formatting goes back on the target words the engine aligned to the source words it covered, as HTML's inline
-tags do. What is not text inside a sentence (a tab, a line break, a field such as a page number, a footnote
-mark, an inline picture or text box, a formula) becomes a placeholder (``{1}``) that the models copy, and the
-element itself is put back where the translation has it: nothing of the file is lost. Bookmarks and comment
-ranges are kept and widened to the whole paragraph; tracked deletions are kept at the paragraph's end.
-Paragraphs nested in an object (a text box's, a footnote's) are segments of their own. Paragraphs without a
-letter are left as they are. Every other part of the package (pictures, styles, relationships) is copied as it
-is, in the same order; the XML declaration and namespace prefixes are kept.
+footers, footnotes and endnotes; slides and their notes; a workbook's strings, not its numbers, dates or formulas;
+an OpenDocument's content and its master pages) becomes one segment: its text without markup, with each differently
+formatted stretch (a bold word, a hyperlink, an OpenDocument ``text:span``) as a span over that text
+(core/markup.py's), so that the formatting goes back on the target words the engine aligned to the source words it
+covered, as HTML's inline tags do. What is not text inside a sentence (a tab, a line break, a field such as a page
+number, a footnote mark, an inline picture or text box, a formula) becomes a placeholder (``{1}``) that the models
+copy, and the element itself is put back where the translation has it: nothing of the file is lost. Bookmarks and
+comment ranges are kept and widened to the whole paragraph; tracked deletions are kept at the paragraph's end.
+Paragraphs nested in an object (a text box's, a footnote's) are segments of their own. Paragraphs without a letter
+are left as they are. Every other part of the package (pictures, styles, relationships) is copied as it is, in the
+same order; the XML declaration and namespace prefixes are kept.
 
 Limits: files are read with a parser that expands no entities and loads nothing; a package whose entries would
 unpack to more than ``MAX_UNPACKED`` bytes, or that holds more than ``MAX_ENTRIES`` entries, is refused.
@@ -58,12 +58,14 @@ KINDS = {
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     ".odt": "application/vnd.oasis.opendocument.text",
     ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".ods": "application/vnd.oasis.opendocument.spreadsheet",
 }
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _A = "http://schemas.openxmlformats.org/drawingml/2006/main"
 _S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+_TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 _OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 _XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
@@ -403,12 +405,27 @@ def _odf(root: Any) -> _Found:
     return found
 
 
+def _ods(root: Any) -> _Found:
+    """A spreadsheet's paragraphs, but not those of cells whose value is a number, date, time or the like (their
+    text is the value as displayed) or is held apart from their text (``office:string-value``)."""
+    found: _Found = []
+    for element in list(root.iter(f"{{{_TEXT}}}p", f"{{{_TEXT}}}h")):
+        cell = next(element.iterancestors(f"{{{_TABLE}}}table-cell", f"{{{_TABLE}}}covered-table-cell"), None)
+        if cell is not None and (
+            cell.get(f"{{{_OFFICE}}}value-type", "string") != "string" or cell.get(f"{{{_OFFICE}}}string-value")
+        ):
+            continue
+        found.append((_write_odf, _read_odf(element)))
+    return found
+
+
 _PACKAGES = {
     ".docx": _Kind(re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml"), _ooxml(_WORD)),
     ".pptx": _Kind(re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml"), _ooxml(_SLIDES)),
     ".xlsx": _Kind(re.compile(r"xl/(sharedStrings|worksheets/sheet\d+)\.xml"), _ooxml(_CELLS, _INLINE_CELLS)),
     ".odt": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
     ".odp": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
+    ".ods": _Kind(re.compile(r"content\.xml|styles\.xml"), _ods),
 }
 
 

@@ -239,12 +239,13 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
             "not a package of its kind."
         ),
     },
-    summary="Translate a document: text, HTML, Markdown, catalogs, XLIFF, subtitles, office files, e-books",
+    summary="Translate a document: text, markup, catalogs, XLIFF, app strings, subtitles, office files, e-books",
     description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`, "
     "`glossary` (a JSON object). The file comes back translated with the same name and type: markup kept as "
     "with format html/markdown; a .po catalog's untranslated entries filled and marked fuzzy, placeholders and "
     "accelerators kept; XLIFF's empty targets filled, inline codes kept; .srt and .vtt subtitles with their "
-    "timing; Word, PowerPoint, Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp) and EPUB e-books "
+    "timing; app strings (.json, .arb, Android .xml, .strings, .properties) with their placeholders; Word, "
+    "PowerPoint, Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp, .ods) and EPUB e-books "
     "translated in place, their formatting put back on the aligned words. Up to MT_MAX_DOCUMENT_BYTES.",
     openapi_extra={
         "requestBody": {

@@ -395,6 +395,31 @@ def test_opendocument_spans_links_tabs_spaces_and_notes(kind: str) -> None:
     assert b"12.5 %" in archive.read("content.xml")
 
 
+def test_an_opendocument_spreadsheet_translates_its_strings_not_its_values() -> None:
+    from odf import table, teletype, text
+
+    document = odf_opendocument.OpenDocumentSpreadsheet()
+    sheet = table.Table(name="Sheet1")
+    row = table.TableRow()
+    cells = [
+        table.TableCell(valuetype="string"),
+        table.TableCell(valuetype="float", value="42"),
+        table.TableCell(valuetype="date", datevalue="2026-05-01"),
+        table.TableCell(),  # no type: text
+    ]
+    for cell, shown in zip(cells, ["Total amount", "42", "Friday, May 1", "Open items"], strict=True):
+        cell.addElement(text.P(text=shown))
+        row.addElement(cell)
+    sheet.addElement(row)
+    document.spreadsheet.addElement(sheet)
+    saved = io.BytesIO()
+    document.write(saved)
+    assert texts("t.ods", saved.getvalue()) == ["Total amount", "Open items"]
+    out = odf_opendocument.load(io.BytesIO(translate("t.ods", saved.getvalue())))
+    shown = [teletype.extractText(c) for c in out.getElementsByType(table.TableCell)]
+    assert shown == ["AMOUNT TOTAL", "42", "Friday, May 1", "ITEMS OPEN"]
+
+
 def test_spaces_come_back_as_opendocument_writes_them() -> None:
     root = etree.fromstring(f'<text:p xmlns:text="{office._TEXT}">x</text:p>')
     office._odf_text(root, "a   b c  d")
