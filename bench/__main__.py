@@ -39,6 +39,7 @@ COMMANDS = {
     "option-sweep": "bench.option_sweep",
     "literals": "bench.literals",
     "markup": "bench.markup",
+    "documents": "bench.documents",
     "glossary": "bench.glossary",
     "noisy-channel": "bench.noisy_channel",
     "langid": "bench.langid",
