@@ -1,6 +1,6 @@
 """Documents: what reading and writing a file costs beside translating it (core/documents.py and its readers).
 
-    python -m bench documents [--bundle models/en-de] [--sentences data/en-de-ding/test.help.tsv]
+    python -m bench documents [--bundle models/en-de] [--sentences data/en-de-ding/test.libreoffice-help.tsv]
                               [--paragraphs 300] [--repeats 5] [--out docs/reports/documents/report]
 
 One file of each kind is made from the same ``--paragraphs`` held-out English sentences (the source column of
@@ -184,7 +184,7 @@ def time_file(kind: str, data: bytes, repeats: int) -> dict[str, float | int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", default="models/en-de")
-    parser.add_argument("--sentences", type=Path, default=Path("data/en-de-ding/test.help.tsv"))
+    parser.add_argument("--sentences", type=Path, default=Path("data/en-de-ding/test.libreoffice-help.tsv"))
     parser.add_argument("--paragraphs", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
