@@ -215,3 +215,48 @@ def append_text(parent: Any, text: str) -> None:
         parent[-1].tail = (parent[-1].tail or "") + text
     else:
         parent.text = (parent.text or "") + text
+
+
+class TaggedText:
+    """A segment built from text written with its tags in line (a subtitle cue, an Android string): text, tag pairs
+    as spans over the words they enclose (the tags as written; one never closed is left open on output too) and
+    literals (``{n}`` placeholders for what is copied verbatim)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.length = 0
+        self.spans: list[Span] = []
+        self.open_spans: list[Span] = []
+        self.literals: dict[str, str] = {}
+
+    def add(self, text: str) -> None:
+        self.pieces.append(text)
+        self.length += len(text)
+
+    def literal(self, markup: str, spaced: bool = False) -> None:
+        """``markup`` copied verbatim where the translation puts its placeholder; ``spaced``: the placeholder is
+        a word of its own (the writer drops the spaces around it)."""
+        key = "{" + str(len(self.literals) + 1) + "}"
+        self.literals[key] = markup
+        self.add(f" {key} " if spaced else key)
+
+    def open(self, tag: str, name: str) -> None:
+        span = Span(self.length, self.length, tag, name, len(self.open_spans), closed=False)
+        self.open_spans.append(span)
+        self.spans.append(span)
+
+    def close(self, tag: str, name: str) -> None:
+        """The innermost open span named ``name`` ends here (and those opened inside it); a stray end tag is
+        dropped."""
+        for at in range(len(self.open_spans) - 1, -1, -1):
+            if self.open_spans[at].name == name:
+                for span in self.open_spans[at:]:
+                    span.end = self.length
+                self.open_spans[at].closed, self.open_spans[at].end_tag = True, tag
+                del self.open_spans[at:]
+                return
+
+    def segment(self, escape: bool) -> Segment:
+        for span in self.open_spans:
+            span.end = self.length
+        return Segment("".join(self.pieces), self.spans, self.literals, escape=escape)

@@ -30,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.markup import Links, Segment, Span, render
+from core.inline import TaggedText
+from core.markup import Links, Segment, render
+from core.office import xml_parser
 from core.strings import PLACEHOLDERS, Protected, protect, restore
 
 _ICU = re.compile(r"\{\s*\w+\s*,\s*(?:plural|select|selectordinal)\s*,")
@@ -120,53 +122,27 @@ def _android_segment(inner: str) -> Segment:
     ``\\n`` and placeholders as literals, ``\\'`` and ``\\"`` read as the characters."""
     import html
 
-    pieces: list[str] = []
-    length = 0
-    spans: list[Span] = []
-    open_spans: list[Span] = []
-    literals: dict[str, str] = {}
-    position = 0
-    quoted = inner.strip().startswith('"') and inner.strip().endswith('"') and len(inner.strip()) > 1
+    built = TaggedText()
+    quoted = len(inner.strip()) > 1 and inner.strip()[0] == inner.strip()[-1] == '"'
     body = inner.strip()[1:-1] if quoted else inner
-
-    def add(text: str) -> None:
-        nonlocal length
-        pieces.append(text)
-        length += len(text)
-
+    position = 0
     for match in _ANDROID_TOKEN.finditer(body):
-        add(body[position : match.start()])
+        built.add(body[position : match.start()])
         position = match.end()
-        if match.group("literal_tag") or match.group("escape") or match.group("placeholder"):
-            key = "{" + str(len(literals) + 1) + "}"
-            literals[key] = match.group(0)
-            add(f" {key} " if match.group("escape") in ("\\n", "\\t") else key)  # a line break is a word
+        if match.group("literal_tag") or match.group("placeholder") or match.group("empty"):
+            built.literal(match.group(0))
+        elif match.group("escape"):
+            built.literal(match.group(0), spaced=match.group(0) in ("\\n", "\\t"))  # a line break is a word
         elif match.group("quote"):
-            add(match.group(0)[1])
+            built.add(match.group(0)[1])
         elif match.group("entity"):
-            add(html.unescape(match.group(0)))
-        elif match.group("tag"):
-            name = match.group("name")
-            if match.group("empty"):  # <br/> and the like inside a string: kept where it stands
-                key = "{" + str(len(literals) + 1) + "}"
-                literals[key] = match.group(0)
-                add(key)
-            elif not match.group("close"):
-                span = Span(length, length, match.group(0), name, len(open_spans), closed=False)
-                open_spans.append(span)
-                spans.append(span)
-            else:
-                for at in range(len(open_spans) - 1, -1, -1):
-                    if open_spans[at].name == name:
-                        for span in open_spans[at:]:
-                            span.end = length
-                        open_spans[at].closed, open_spans[at].end_tag = True, match.group(0)
-                        del open_spans[at:]
-                        break
-    add(body[position:])
-    for span in open_spans:
-        span.end = length
-    return Segment("".join(pieces), spans, literals, escape=True)
+            built.add(html.unescape(match.group(0)))
+        elif match.group("close"):
+            built.close(match.group(0), match.group("name"))
+        else:
+            built.open(match.group(0), match.group("name"))
+    built.add(body[position:])
+    return built.segment(escape=True)
 
 
 def _android_escape(rendered: str) -> str:
@@ -181,7 +157,7 @@ def _android_escape(rendered: str) -> str:
 def read_android(data: bytes) -> Resource:
     from lxml import etree
 
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+    parser = xml_parser()
     try:
         root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError as err:

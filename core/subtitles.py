@@ -19,7 +19,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.markup import Links, Segment, Span, render
+from core.inline import TaggedText
+from core.markup import Links, Segment, render
 
 LINE = 42
 """Characters per subtitle line past which a translated cue of several lines is broken in two."""
@@ -96,45 +97,22 @@ def read_subtitles(text: str, webvtt: bool) -> Subtitles:
 
 def _segment(text: str, webvtt: bool) -> Segment:
     """A cue's text without its tags, each tag pair a span over the words it enclosed."""
-    pieces: list[str] = []
-    length = 0
-    spans: list[Span] = []
-    open_spans: list[Span] = []
-    literals: dict[str, str] = {}
+    built = TaggedText()
     position = 0
-
-    def add(value: str) -> None:
-        nonlocal length
-        value = html.unescape(value) if webvtt else value
-        pieces.append(value)
-        length += len(value)
-
     for match in _TAG.finditer(text):
-        add(text[position : match.start()])
+        between = text[position : match.start()]
+        built.add(html.unescape(between) if webvtt else between)
         position = match.end()
         closing, name = match.group(1), match.group(2)
         if name is None:  # a timestamp or an override in the middle: a literal the model copies
-            key = "{" + str(len(literals) + 1) + "}"
-            literals[key] = match.group(0)
-            add(key)
-            continue
-        base = name.split(".", 1)[0].lower()
-        if not closing:
-            span = Span(length, length, match.group(0), base, len(open_spans), closed=False)
-            open_spans.append(span)
-            spans.append(span)
-            continue
-        for at in range(len(open_spans) - 1, -1, -1):
-            if open_spans[at].name == base:
-                for span in open_spans[at:]:
-                    span.end = length
-                open_spans[at].closed, open_spans[at].end_tag = True, match.group(0)
-                del open_spans[at:]
-                break
-    add(text[position:])
-    for span in open_spans:
-        span.end = length
-    return Segment("".join(pieces), spans, literals, escape=webvtt)
+            built.literal(match.group(0))
+        elif closing:
+            built.close(match.group(0), name.split(".", 1)[0].lower())
+        else:
+            built.open(match.group(0), name.split(".", 1)[0].lower())
+    rest = text[position:]
+    built.add(html.unescape(rest) if webvtt else rest)
+    return built.segment(escape=webvtt)
 
 
 def _break(text: str) -> list[str]:

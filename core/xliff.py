@@ -20,6 +20,7 @@ from typing import Any
 
 from core.inline import CONTAINER, LITERAL, Paragraph, append_text, local, namespace, read_mixed, write_mixed
 from core.markup import Links, Segment, render
+from core.office import xml_parser
 
 V1 = "urn:oasis:names:tc:xliff:document:1.2"
 V2 = "urn:oasis:names:tc:xliff:document:2.0"
@@ -41,9 +42,8 @@ class Xliff:
 def read_xliff(data: bytes) -> Xliff:
     from lxml import etree
 
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
     try:
-        root = etree.fromstring(data, parser)
+        root = etree.fromstring(data, xml_parser())
     except etree.XMLSyntaxError as err:
         raise XliffError(f"not XML: {err}") from None
     version = namespace(root)
