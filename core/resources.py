@@ -303,7 +303,8 @@ def _unescape_property(value: str) -> str:
             return chr(int(escaped[1:], 16))
         return _PROPERTY_ESCAPES.get(escaped, escaped)
 
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", one, value)
+    joined = re.sub(r"\\(u[0-9a-fA-F]{4}|.)", one, value)
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # \uD83D\uDE00: one character
 
 
 def _escape_property(value: str) -> str:

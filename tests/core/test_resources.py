@@ -120,7 +120,7 @@ def test_java_properties_read_back_by_an_independent_reader() -> None:
         "greeting = Hello {0}, how are you?\n"
         "long: This is a very \\\n"
         "    long line\n"
-        "accented = Caf\\u00e9 is open\n"
+        "accented = Caf\\u00e9 is open \\ud83d\\ude00\n"
         "empty=\n"
         "num 42\n"
     )
@@ -130,7 +130,7 @@ def test_java_properties_read_back_by_an_independent_reader() -> None:
     assert read == {
         "greeting": "YOU? ARE HOW {0}, HELLO",
         "long": "LINE LONG VERY A IS THIS",
-        "accented": "OPEN IS CAFÉ",
+        "accented": "\U0001f600 OPEN IS CAFÉ",
         "empty": "",
         "num": "42",
     }
