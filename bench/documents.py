@@ -2,6 +2,7 @@
 
     python -m bench documents [--bundle models/en-de] [--sentences data/en-de-ding/test.libreoffice-help.tsv]
                               [--paragraphs 300] [--repeats 5] [--out docs/reports/documents/report]
+    python -m bench documents --groups 1,2,4 [--rounds 3] [--out docs/reports/documents/groups]
 
 One file of each kind is made from the same ``--paragraphs`` held-out English sentences (the source column of
 ``--sentences``), every third with a bold or italic word where the kind has formatting, with the formats' own
@@ -11,6 +12,11 @@ translation (the source words reversed, linked word for word), and the medians a
 translated once by the engine as the server does it (sentence split, beam 4, word links; bench/markup.py's
 ``translate_segments``), which gives the time a paragraph takes to translate; the last column is the file work
 as a share of translating that kind's segments at that rate.
+
+With ``--groups``: the ``.docx`` through ``POST /translate/document`` of one server per value of
+``MT_DOCUMENT_GROUPS`` (groups of ``MT_MAX_TEXTS`` paragraphs decoded at once), all started side by side on
+127.0.0.1 with the same bundle and the cache off, the servers taking turns, ``--rounds`` times each (which goes
+first changes every round); the median seconds per document, and each setting's ratio to the first one's.
 """
 
 from __future__ import annotations
@@ -189,12 +195,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
-    parser.add_argument("--out", default=str(report_dir("documents") / "report"))
+    parser.add_argument("--groups", default="", help="comma-separated MT_DOCUMENT_GROUPS values to compare")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
     lines = args.sentences.read_text(encoding="utf-8").splitlines()
     paragraphs = [line.split("\t")[0].strip() for line in lines if line.strip()][: args.paragraphs]
     if not paragraphs:
         parser.error(f"{args.sentences} has no sentences")
+    if args.groups:
+        return compare_groups(args, paragraphs)
+    args.out = args.out or str(report_dir("documents") / "report")
     from bench.markup import translate_segments
     from inference.engine import Engine
 
@@ -232,6 +243,60 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(table))
     write_report(report_path(args.out, ""), markdown, {"per_paragraph_s": per_paragraph, "rows": rows})
+    return 0
+
+
+def compare_groups(args: argparse.Namespace, paragraphs: list[str]) -> int:
+    import contextlib
+    import tempfile
+
+    import httpx
+
+    from bench.loadtools import machine, server_process
+
+    values = [int(v) for v in args.groups.split(",")]
+    data = _docx(paragraphs)
+    seconds: dict[int, list[float]] = {v: [] for v in values}
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
+        servers = {
+            v: stack.enter_context(
+                server_process(
+                    Path(args.bundle),
+                    Path(folder) / f"server-{v}.log",
+                    env={"MT_DOCUMENT_GROUPS": str(v), "MT_THREADS": str(args.threads)},
+                )
+            )
+            for v in values
+        }
+        for round_ in range(args.rounds):
+            order = values[round_ % len(values) :] + values[: round_ % len(values)]
+            for v in order:
+                started = time.perf_counter()
+                r = httpx.post(
+                    servers[v].url + "/translate/document", files={"file": ("bench.docx", data)}, timeout=600
+                )
+                r.raise_for_status()
+                seconds[v].append(time.perf_counter() - started)
+                print(f"round {round_ + 1}, MT_DOCUMENT_GROUPS={v}: {seconds[v][-1]:.2f} s", flush=True)
+    base = statistics.median(seconds[values[0]])
+    table = [
+        f"| MT_DOCUMENT_GROUPS | seconds per document (median of {args.rounds}) | against {values[0]} |",
+        "|---:|---:|---:|",
+    ]
+    table += [
+        f"| {v} | {statistics.median(seconds[v]):.2f} | {base / statistics.median(seconds[v]):.2f}x |" for v in values
+    ]
+    markdown = (
+        f"# Documents: groups decoded at once\n\n`python -m bench documents --groups {args.groups} --rounds "
+        f"{args.rounds} --paragraphs {args.paragraphs}` ({args.bundle}, {machine()['cpus']} CPUs): a .docx of "
+        f"{len(paragraphs)} held-out help paragraphs through POST /translate/document, one server per setting, side by side, taking "
+        "turns.\n\n" + "\n".join(table) + "\n"
+    )
+    print("\n".join(table))
+    out = args.out or str(report_dir("documents") / "groups")
+    write_report(
+        report_path(out, ""), markdown, {"machine": machine(), "seconds": {str(k): v for k, v in seconds.items()}}
+    )
     return 0
 
 

@@ -228,6 +228,12 @@ class Settings(BaseSettings):
         description="Most paragraphs and strings in one uploaded document (413 beyond); they are translated "
         "MT_MAX_TEXTS at a time, each group waiting its turn while the queue is full.",
     )
+    document_groups: int = Field(
+        2,
+        ge=1,
+        description="Groups of MT_MAX_TEXTS paragraphs of one document decoded at once (each joins the running "
+        "set as the others do; 1: one after the other).",
+    )
     max_document_bytes: int = Field(
         20_000_000,
         ge=1,

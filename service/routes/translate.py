@@ -334,18 +334,30 @@ async def translate_file(
         if found:
             options = {**options, "source_lang": found[0].language}
             fields["detected_language"] = found[0].language
-    done: list[tuple[str, Links]] = []
-    target_lang = options.get("target_lang")
+    bodies = []
     step = settings.max_texts
     for start in range(0, len(document.segments), step):
         chunk = document.segments[start : start + step]
         try:
-            body = TranslateRequest.model_validate({"text": [s.text for s in chunk], **options})
+            bodies.append(TranslateRequest.model_validate({"text": [s.text for s in chunk], **options}))
         except ValidationError as err:
             raise ApiError(422, "validation", f"{err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}") from None
-        result = await _translate_group(service, body, fields)
-        done += [(t.text, _links(t)) for t in result.texts]
-        target_lang = result.model.target_language
+    # MT_DOCUMENT_GROUPS groups decode at once, so that the engine's running set is not left to drain at the end
+    # of each one; if one fails, the others are cancelled.
+    in_flight = asyncio.Semaphore(settings.document_groups)
+
+    async def group(body: TranslateRequest) -> Done:
+        async with in_flight:
+            return await _translate_group(service, body, fields)
+
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            running = [tasks.create_task(group(body)) for body in bodies]
+    except BaseExceptionGroup as failed:  # the first group's error is the request's (a 503, a 504, ...)
+        raise failed.exceptions[0] from None
+    results = [task.result() for task in running]
+    done: list[tuple[str, Links]] = [(t.text, _links(t)) for result in results for t in result.texts]
+    target_lang = results[-1].model.target_language if results else options.get("target_lang")
     return await asyncio.to_thread(document.rebuild, done, target_lang), document.media_type
 
 

@@ -187,6 +187,36 @@ def test_a_document_larger_than_the_queue_is_translated_group_by_group(tmp_path:
         assert status == 413 and b"MT_MAX_DOCUMENT_SEGMENTS" in body
 
 
+@pytest.mark.parametrize("groups", [1, 3])
+def test_a_documents_groups_decode_at_once_up_to_the_setting_and_come_back_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, groups: int
+) -> None:
+    import asyncio
+
+    from service.routes import translate as route
+
+    real = route.translate_texts
+    running, most = 0, 0
+
+    async def watched(*args: object, **kwargs: object) -> object:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            await asyncio.sleep(0.05)  # long enough for every group allowed in to start
+            return await real(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(route, "translate_texts", watched)
+    bundle = write_fake_bundle(tmp_path / "b")
+    with thread_server(settings_for(bundle, max_texts=2, document_groups=groups), FakeLoader()) as s:
+        lines = [f"w{i} x{i}" for i in range(10)]
+        status, body, _ = send(s, "long.txt", "\n".join(lines).encode())
+    assert status == 200 and body.decode().splitlines() == [f"x{i} w{i}" for i in range(10)]
+    assert most == groups
+
+
 def test_a_document_group_waits_while_the_queue_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The queue full at the second group: that group is sent again after the Retry-After, and the groups
     translated before it are not lost."""
