@@ -289,8 +289,8 @@ def compare_groups(args: argparse.Namespace, paragraphs: list[str]) -> int:
     markdown = (
         f"# Documents: groups decoded at once\n\n`python -m bench documents --groups {args.groups} --rounds "
         f"{args.rounds} --paragraphs {args.paragraphs}` ({args.bundle}, {machine()['cpus']} CPUs): a .docx of "
-        f"{len(paragraphs)} held-out help paragraphs through POST /translate/document, one server per setting, side by side, taking "
-        "turns.\n\n" + "\n".join(table) + "\n"
+        f"{len(paragraphs)} held-out help paragraphs through POST /translate/document, one server per setting, "
+        "side by side, taking turns.\n\n" + "\n".join(table) + "\n"
     )
     print("\n".join(table))
     out = args.out or str(report_dir("documents") / "groups")
