@@ -13,7 +13,6 @@ as it is.
 from __future__ import annotations
 
 import re
-import zipfile
 from typing import Any
 
 from core.markup import Document, Links, MarkupError, Segment, parse_html, render
@@ -30,7 +29,7 @@ _LANG = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)(["'])[^"']*\2""")
 def read_epub(name: str, data: bytes) -> Package:
     from lxml import etree
 
-    archive, entries = open_package(name, ".epub", data)
+    entries, contents = open_package(name, ".epub", data)
     parser = xml_parser()
     pages: dict[str, Document] = {}
     trees: dict[str, Any] = {}
@@ -40,11 +39,11 @@ def read_epub(name: str, data: bytes) -> Package:
         for entry in entries:
             lower = entry.filename.lower()
             if lower.endswith(_CONTENT):
-                page = parse_html(archive.read(entry).decode("utf-8-sig"))
+                page = parse_html(contents[entry.filename].decode("utf-8-sig"))
                 pages[entry.filename] = page
                 segments += page.segments
             elif lower.endswith((".opf", ".ncx")):
-                root = etree.fromstring(archive.read(entry), parser)
+                root = etree.fromstring(contents[entry.filename], parser)
                 trees[entry.filename] = root
                 for element in root.iter(f"{{{_DC}}}title", f"{{{_NCX}}}text"):
                     if element.text and element.text.strip() and not len(element):
@@ -53,7 +52,7 @@ def read_epub(name: str, data: bytes) -> Package:
         raise PackageError(f"{name}: a chapter is not UTF-8 (byte {err.start})") from None
     except MarkupError as err:
         raise PackageError(f"{name}: a chapter cannot be translated ({err})") from None
-    except (etree.XMLSyntaxError, zipfile.BadZipFile, OSError, ValueError) as err:
+    except (etree.XMLSyntaxError, ValueError) as err:
         raise PackageError(f"{name}: a part cannot be read ({err})") from None
     if not any(n.lower().endswith(".opf") for n in trees):
         raise PackageError(f"{name} is not an e-book (no .opf package document)")
@@ -78,6 +77,6 @@ def read_epub(name: str, data: bytes) -> Package:
                 for language in root.iter(f"{{{_DC}}}language"):
                     language.text = target_lang
             replaced[entry_name] = xml_bytes(root)
-        return write_package(archive, entries, replaced)
+        return write_package(entries, contents, replaced)
 
     return Package(segments, rebuild)

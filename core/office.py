@@ -25,6 +25,7 @@ import functools
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -436,26 +437,30 @@ class Package:
     """Takes each segment's (translation, word links) and the target language; returns the file."""
 
 
-def open_package(name: str, suffix: str, data: bytes) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]:
-    """The zip package ``data`` and its entries, refused (PackageError) when it is not one or would unpack to
-    more than MAX_UNPACKED bytes or MAX_ENTRIES entries."""
+def open_package(name: str, suffix: str, data: bytes) -> tuple[list[zipfile.ZipInfo], dict[str, bytes]]:
+    """The zip package ``data``: its entries and each one's bytes, all read at once so that a damaged entry
+    anywhere is refused (PackageError) before anything is translated, as is a package that would unpack to more
+    than MAX_UNPACKED bytes or MAX_ENTRIES entries."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         entries = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError) as err:
-        raise PackageError(f"{name} is not a {suffix} file (not a zip package: {err})") from None
-    if len(entries) > MAX_ENTRIES or sum(e.file_size for e in entries) > MAX_UNPACKED:
-        raise PackageError(f"{name} unpacks to more than {MAX_UNPACKED} bytes or {MAX_ENTRIES} entries")
-    return archive, entries
+        if len(entries) > MAX_ENTRIES or sum(e.file_size for e in entries) > MAX_UNPACKED:
+            raise PackageError(f"{name} unpacks to more than {MAX_UNPACKED} bytes or {MAX_ENTRIES} entries")
+        return entries, {entry.filename: archive.read(entry) for entry in entries}
+    except PackageError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as err:
+        # damaged, encrypted, or packed with a method zipfile lacks
+        raise PackageError(f"{name} is not a {suffix} file that can be read ({type(err).__name__}: {err})") from None
 
 
-def write_package(archive: zipfile.ZipFile, entries: list[zipfile.ZipInfo], replaced: dict[str, bytes]) -> bytes:
+def write_package(entries: list[zipfile.ZipInfo], contents: dict[str, bytes], replaced: dict[str, bytes]) -> bytes:
     """The package again, entry for entry in the same order and compression (an OpenDocument's or an EPUB's
     ``mimetype`` stays first and stored), with the ``replaced`` entries' new bytes."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as written:
         for entry in entries:
-            body = replaced[entry.filename] if entry.filename in replaced else archive.read(entry)
+            body = replaced.get(entry.filename, contents[entry.filename])
             written.writestr(entry, body, compress_type=entry.compress_type)
     return out.getvalue()
 
@@ -480,7 +485,7 @@ def read_package(name: str, suffix: str, data: bytes) -> Package:
     from lxml import etree
 
     kind = _PACKAGES[suffix]
-    archive, entries = open_package(name, suffix, data)
+    entries, contents = open_package(name, suffix, data)
     parser = xml_parser()
     trees: dict[str, Any] = {}
     found: list[tuple[_Writer, Paragraph, Segment]] = []
@@ -488,13 +493,13 @@ def read_package(name: str, suffix: str, data: bytes) -> Package:
         for entry in entries:
             if not kind.parts.fullmatch(entry.filename):
                 continue
-            root = etree.fromstring(archive.read(entry), parser)
+            root = etree.fromstring(contents[entry.filename], parser)
             trees[entry.filename] = root
             for write, paragraph in kind.paragraphs(root):
                 segment = paragraph.segment()
                 if segment is not None:
                     found.append((write, paragraph, segment))
-    except (etree.XMLSyntaxError, zipfile.BadZipFile, OSError, ValueError) as err:
+    except (etree.XMLSyntaxError, ValueError) as err:
         raise PackageError(f"{name}: a part cannot be read ({err})") from None
     if not trees:
         raise PackageError(f"{name} is not a {suffix} file (none of its parts holds {suffix} text)")
@@ -502,6 +507,6 @@ def read_package(name: str, suffix: str, data: bytes) -> Package:
     def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
         for (write, paragraph, segment), (translated, links) in zip(found, done, strict=True):
             write(paragraph, render(segment, translated, links))
-        return write_package(archive, entries, {name: xml_bytes(root) for name, root in trees.items()})
+        return write_package(entries, contents, {name: xml_bytes(root) for name, root in trees.items()})
 
     return Package([s for *_, s in found], rebuild)

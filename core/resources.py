@@ -299,7 +299,7 @@ def _continues(line: str) -> bool:
 def _unescape_property(value: str) -> str:
     def one(match: re.Match[str]) -> str:
         escaped = match.group(1)
-        if escaped.startswith("u"):
+        if len(escaped) == 5:  # \uXXXX (a lone "\u" is read as "u", as other unknown escapes are)
             return chr(int(escaped[1:], 16))
         return _PROPERTY_ESCAPES.get(escaped, escaped)
 
