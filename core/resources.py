@@ -35,6 +35,8 @@ from core.markup import Links, Segment, render
 from core.office import xml_parser
 from core.strings import PLACEHOLDERS, Protected, protect, restore
 
+MAX_DEPTH = 200
+"""JSON nested deeper is refused (no message file is)."""
 _ICU = re.compile(r"\{\s*\w+\s*,\s*(?:plural|select|selectordinal)\s*,")
 
 
@@ -64,6 +66,8 @@ def read_json(text: str) -> Resource:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ResourceError(f"not JSON: {err}") from None
+    except RecursionError:
+        raise ResourceError("nested too deep to be a message file") from None
     found: list[tuple[Any, Any, Protected]] = []  # (container, key or index, the string)
     extension = (
         isinstance(data, dict)
@@ -83,6 +87,8 @@ def read_json(text: str) -> Resource:
             else:
                 walk(value)
 
+    if _depth(data) > MAX_DEPTH:  # json.loads takes deeper than Python's writer and walk() do
+        raise ResourceError(f"nested more than {MAX_DEPTH} levels deep: not a message file")
     if extension:
         for entry in data.values():
             protected = _protected(entry["message"])
@@ -101,6 +107,17 @@ def read_json(text: str) -> Resource:
         return (out + ("\n" if text.endswith("\n") else "")).encode("utf-8")
 
     return Resource([p.segment for *_, p in found], rebuild)
+
+
+def _depth(node: Any) -> int:
+    """How deep ``node`` nests, without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack += [(child, depth + 1) for child in children if isinstance(child, (dict, list))]
+    return deepest
 
 
 # --- Android ---

@@ -141,6 +141,8 @@ def test_java_properties_read_back_by_an_independent_reader() -> None:
     ("name", "data", "message"),
     [
         ("a.json", b"{nope", "not JSON"),
+        ("a.json", b"[" * 5000 + b"]" * 5000, "too deep"),
+        ("a.json", b"[" * 300 + b'"hello"' + b"]" * 300, "more than 200 levels"),
         ("a.xml", b"<layout/>", "not an Android string resource"),
         ("a.xml", b"<resources", "not XML"),
         ("a.strings", b"just words", 'no "key" = "value"'),
