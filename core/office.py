@@ -3,16 +3,16 @@ spreadsheets (.odt, .odp, .ods), translated in place with their formatting.
 
 A document is a zip of XML parts. Each paragraph of the parts that hold text (a Word document's body, headers,
 footers, footnotes and endnotes; slides and their notes; a workbook's strings, not its numbers, dates or formulas;
-an OpenDocument's content and its master pages) becomes one segment: its text without markup, with each differently
-formatted stretch (a bold word, a hyperlink, an OpenDocument ``text:span``) as a span over that text
-(core/markup.py's), so that the formatting goes back on the target words the engine aligned to the source words it
-covered, as HTML's inline tags do. What is not text inside a sentence (a tab, a line break, a field such as a page
-number, a footnote mark, an inline picture or text box, a formula) becomes a placeholder (``{1}``) that the models
-copy, and the element itself is put back where the translation has it: nothing of the file is lost. Bookmarks and
-comment ranges are kept and widened to the whole paragraph; tracked deletions are kept at the paragraph's end.
-Paragraphs nested in an object (a text box's, a footnote's) are segments of their own. Paragraphs without a letter
-are left as they are. Every other part of the package (pictures, styles, relationships) is copied as it is, in the
-same order; the XML declaration and namespace prefixes are kept.
+charts' titles and SmartArt text in all three; an OpenDocument's content and its master pages) becomes one segment:
+its text without markup, with each differently formatted stretch (a bold word, a hyperlink, an OpenDocument
+``text:span``) as a span over that text (core/markup.py's), so that the formatting goes back on the target words the
+engine aligned to the source words it covered, as HTML's inline tags do. What is not text inside a sentence (a tab,
+a line break, a field such as a page number, a footnote mark, an inline picture or text box, a formula) becomes a
+placeholder (``{1}``) that the models copy, and the element itself is put back where the translation has it: nothing
+of the file is lost. Bookmarks and comment ranges are kept and widened to the whole paragraph; tracked deletions are
+kept at the paragraph's end. Paragraphs nested in an object (a text box's, a footnote's) are segments of their own.
+Paragraphs without a letter are left as they are. Every other part of the package (pictures, styles, relationships)
+is copied as it is, in the same order; the XML declaration and namespace prefixes are kept.
 
 Limits: files are read with a parser that expands no entities and loads nothing; a package whose entries would
 unpack to more than ``MAX_UNPACKED`` bytes, or that holds more than ``MAX_ENTRIES`` entries, is refused.
@@ -420,10 +420,17 @@ def _ods(root: Any) -> _Found:
     return found
 
 
+_GRAPHICS = r"|charts/chart\d+|diagrams/(?:data|drawing)\d+"
+"""Charts' titles and SmartArt's text (DrawingML paragraphs), in any of the three."""
 _PACKAGES = {
-    ".docx": _Kind(re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml"), _ooxml(_WORD)),
-    ".pptx": _Kind(re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml"), _ooxml(_SLIDES)),
-    ".xlsx": _Kind(re.compile(r"xl/(sharedStrings|worksheets/sheet\d+)\.xml"), _ooxml(_CELLS, _INLINE_CELLS)),
+    ".docx": _Kind(
+        re.compile(rf"word/(?:document|header\d*|footer\d*|footnotes|endnotes{_GRAPHICS})\.xml"), _ooxml(_WORD, _SLIDES)
+    ),
+    ".pptx": _Kind(re.compile(rf"ppt/(?:slides/slide\d+|notesSlides/notesSlide\d+{_GRAPHICS})\.xml"), _ooxml(_SLIDES)),
+    ".xlsx": _Kind(
+        re.compile(rf"xl/(?:sharedStrings|worksheets/sheet\d+|drawings/drawing\d+{_GRAPHICS})\.xml"),
+        _ooxml(_CELLS, _INLINE_CELLS, _SLIDES),
+    ),
     ".odt": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
     ".odp": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
     ".ods": _Kind(re.compile(r"content\.xml|styles\.xml"), _ods),

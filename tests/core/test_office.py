@@ -264,6 +264,30 @@ def test_slides_and_notes_keep_run_formatting_line_breaks_and_fields() -> None:
         assert "endParaRPr" not in names[:-1], names  # it stays last, as the schema wants
 
 
+def test_a_charts_title_is_translated_and_its_data_is_not() -> None:
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    data = CategoryChartData()
+    data.categories = ["North", "South"]
+    data.add_series("Sales", (1.5, 2.5))
+    chart = slide.shapes.add_chart(
+        XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(4), Inches(3), data
+    ).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Sales by region"
+    saved = io.BytesIO()
+    deck.save(saved)
+    assert "Sales by region" in texts("c.pptx", saved.getvalue())
+    out = pptx.Presentation(io.BytesIO(translate("c.pptx", saved.getvalue())))
+    chart = next(shape for shape in out.slides[0].shapes if shape.has_chart).chart
+    assert chart.chart_title.text_frame.text == "REGION BY SALES"
+    assert list(chart.plots[0].categories) == ["North", "South"]  # the data's labels are the workbook's
+
+
 def test_workbook_strings_are_translated_and_numbers_and_formulas_are_not() -> None:
     book = openpyxl.Workbook()
     sheet = book.active
