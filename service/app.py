@@ -22,6 +22,7 @@ from inference.threads import usable_cpus
 from service.batcher import Batcher, BatchLimits
 from service.cache import TranslationCache
 from service.deps import ServiceState
+from service.document_store import DocumentStore
 from service.engine_process import EngineProcess, bundle_front
 from service.errors import ERROR_CODES, install_error_handlers
 from service.keys import Keys, KeysError
@@ -129,11 +130,19 @@ def _glossaries(path: Path | None, models: Models) -> dict[str, Glossary]:
     return glossaries
 
 
-def _deepl_state(directory: Path | None) -> deepl.DeepLState:
+def _document_store(directory: Path | None, api: str, kept: int) -> DocumentStore:
+    """Where an API keeps its translated documents: MT_DOCUMENT_DIR/<api> when it is set (made if missing)."""
+    try:
+        return DocumentStore(directory / api if directory is not None else None, kept)
+    except OSError as err:
+        raise ConfigurationError(f"MT_DOCUMENT_DIR {directory}: {err}") from None
+
+
+def _deepl_state(directory: Path | None, documents: DocumentStore) -> deepl.DeepLState:
     """The DeepL API's glossaries, read from MT_GLOSSARY_DIR at start; a file there that cannot be used stops the
     server with its name."""
     try:
-        state = deepl.DeepLState(directory)
+        state = deepl.DeepLState(directory, documents)
     except (OSError, ValueError, TypeError) as err:
         raise ConfigurationError(f"MT_GLOSSARY_DIR {directory}: {err}") from None
     if directory is not None:
@@ -206,7 +215,9 @@ def create_app(
         engine_loader = remote.load
     models = Models(bundle_paths(settings), engine_loader, settings.provider, threads, metrics)
     glossaries = _glossaries(settings.glossary, models)
-    deepl_state = _deepl_state(settings.glossary_dir)
+    deepl_state = _deepl_state(
+        settings.glossary_dir, _document_store(settings.document_dir, "deepl", 2 * deepl.KEPT_DOCUMENTS)
+    )
     keys = _keys(settings, metrics)
     for slot in models.slots:
         metrics.model_ready.labels(slot.name).set(0)
@@ -272,6 +283,7 @@ def create_app(
     _install_docs(app)
     app.state.service = service
     app.state.deepl = deepl_state
+    app.state.libretranslate_files = _document_store(settings.document_dir, "libretranslate", libretranslate.KEPT_FILES)
     install_error_handlers(app, metrics)
     app.include_router(translate.router)
     app.include_router(health.router)

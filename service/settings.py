@@ -253,6 +253,12 @@ class Settings(BaseSettings):
         "every request of that pair, on every API (a request's own glossary adds to it and wins where both name a "
         "term; docs/service.md#glossaries). Read at start.",
     )
+    document_dir: Path | None = Field(
+        None,
+        description="Where translated documents wait for their clients (DeepL's document results, LibreTranslate's "
+        "downloads), so that replicas sharing the directory answer for each other's and a restart loses none; "
+        "made if missing. Unset: in memory only (docs/service.md#documents).",
+    )
     glossary_dir: Path | None = Field(
         None,
         description="Where the glossaries clients create through the DeepL API (POST /deepl/v2/glossaries) are kept, "

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import logging
 import re
 import secrets
 import threading
@@ -37,6 +39,7 @@ from core.documents import KINDS
 from inference.glossary import MAX_TERMS
 from service.deps import Service, ServiceState
 from service.detection import language_name
+from service.document_store import DocumentStore
 from service.errors import ApiError
 from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError, parse_entries
 from service.keys import Client, KeyRefused
@@ -44,6 +47,8 @@ from service.recent import Recent
 from service.routes import translate as native
 from service.routes.params import BadBody, ShapedError, read_params, request_body
 from service.schemas import TranslateRequest
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/deepl/v2", tags=["DeepL-compatible"])
 
@@ -839,6 +844,10 @@ class _Job:
     error: str | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
+    def state(self) -> dict[str, Any]:
+        """What another replica needs to answer for the job (the result is kept apart)."""
+        return {k: getattr(self, k) for k in ("key", "name", "status", "characters", "media_type", "error")}
+
 
 @router.post(
     "/document",
@@ -888,12 +897,19 @@ async def upload_document(request: Request, service: Service) -> Response:
     job = _Job(key=secrets.token_hex(32).upper(), name=name)
     state = _state(request)
     state.jobs.put(document_id, job)
-    job.task = asyncio.create_task(_translate_document(service, state, job, data, options, client))
+    state.keep(document_id, job)
+    job.task = asyncio.create_task(_translate_document(service, state, document_id, job, data, options, client))
     return _response(200, {"document_id": document_id, "document_key": job.key})
 
 
 async def _translate_document(
-    service: ServiceState, state: DeepLState, job: _Job, data: bytes, options: dict[str, Any], client: Client | None
+    service: ServiceState,
+    state: DeepLState,
+    document_id: str,
+    job: _Job,
+    data: bytes,
+    options: dict[str, Any],
+    client: Client | None,
 ) -> None:
     job.status = "translating"
     fields: dict[str, Any] = {}
@@ -901,21 +917,23 @@ async def _translate_document(
         job.result, job.media_type = await native.translate_file(
             service, job.name, data, options, fields, client=client
         )
+        job.characters = int(fields.get("chars", 0))
+        state.count(job.characters)
+        job.status = "done"
     except ApiError as err:
         job.status, job.error = "error", err.message
-        return
     except Exception as err:  # the job's status says what went wrong; nothing is raised into the event loop
         job.status, job.error = "error", f"the document could not be translated: {err}"
-        return
-    job.characters = int(fields.get("chars", 0))
-    state.count(job.characters)
-    job.status = "done"
+    try:
+        await asyncio.to_thread(state.keep, document_id, job)
+    except OSError:  # MT_DOCUMENT_DIR failed: this replica still answers for the job from memory
+        log.exception("document %s could not be written to MT_DOCUMENT_DIR", document_id)
 
 
 async def _job(request: Request, service: ServiceState, document_id: str) -> _Job:
     params = await _params(request)
     _check_key(service, request, params)
-    job = _state(request).jobs.get(document_id)
+    job = _state(request).find(document_id)
     if job is None:
         raise DeepLError(404, f"Document not found: {document_id!r} (the last {KEPT_DOCUMENTS} documents are kept)")
     key = params.get("document_key")
@@ -983,11 +1001,33 @@ def _quote(name: str) -> str:
 class DeepLState:
     """What the DeepL API keeps: glossaries, documents, and the characters translated (v2/usage)."""
 
-    def __init__(self, glossary_dir: Path | None):
+    def __init__(self, glossary_dir: Path | None, documents: DocumentStore | None = None):
         self.glossaries = GlossaryStore(glossary_dir)
         self.characters = 0
         self.jobs = Recent[_Job](KEPT_DOCUMENTS)
+        """The documents this process translates or translated: their tasks, to wait on."""
+        self.documents = documents or DocumentStore(None, 2 * KEPT_DOCUMENTS)
+        """Every document's state and result, where other replicas sharing MT_DOCUMENT_DIR see them."""
         self._lock = threading.Lock()
+
+    def keep(self, document_id: str, job: _Job) -> None:
+        """The job's state as it is now, for whichever replica is asked (its result with it once done)."""
+        if job.status == "done":
+            self.documents.put(f"{document_id}.result", job.result)
+        self.documents.put(f"{document_id}.json", json.dumps(job.state()).encode())
+
+    def find(self, document_id: str) -> _Job | None:
+        """This process's job, or one another replica keeps in MT_DOCUMENT_DIR."""
+        job = self.jobs.get(document_id)
+        if job is not None:
+            return job
+        state = self.documents.get(f"{document_id}.json")
+        if state is None:
+            return None
+        job = _Job(**json.loads(state))
+        if job.status == "done":
+            job.result = self.documents.get(f"{document_id}.result") or b""
+        return job
 
     def count(self, characters: int) -> None:
         with self._lock:

@@ -24,9 +24,9 @@ from pydantic import BaseModel, Field, ValidationError
 from core.documents import KINDS, media_type
 from service.deps import Service, ServiceState
 from service.detection import language_name
+from service.document_store import DocumentStore
 from service.errors import ApiError
 from service.keys import Client, KeyRefused
-from service.recent import Recent
 from service.routes import translate as native
 from service.routes.params import BadBody, ShapedError, read_params, request_body
 from service.schemas import TranslateRequest
@@ -387,12 +387,9 @@ async def download_file(filename: str, request: Request) -> Response:
     )
 
 
-def _files(request: Request) -> Recent[bytes]:
-    """The app's translated files (one store per app, made on first use)."""
-    state = request.app.state
-    if not hasattr(state, "libretranslate_files"):
-        state.libretranslate_files = Recent[bytes](KEPT_FILES)
-    store: Recent[bytes] = state.libretranslate_files
+def _files(request: Request) -> DocumentStore:
+    """The app's translated files (service/document_store.py: in MT_DOCUMENT_DIR/libretranslate when it is set)."""
+    store: DocumentStore = request.app.state.libretranslate_files
     return store
 
 

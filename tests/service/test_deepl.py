@@ -280,3 +280,36 @@ def test_glossaries_outlive_a_restart_and_replicas_share_a_glossary_dir(tmp_path
     )
     with pytest.raises(ConfigurationError, match="MT_GLOSSARY_DIR .*broken.json: .*need a word"):
         create_app(settings, engine_loader=FakeLoader())
+
+
+def test_replicas_sharing_a_document_dir_answer_for_each_others_documents(tmp_path: Path) -> None:
+    """MT_DOCUMENT_DIR: a document uploaded to one replica has its status and result on another, and after a
+    restart; LibreTranslate's downloads too."""
+    bundles, kept = _bundles(tmp_path), tmp_path / "documents"
+    settings = settings_for(bundles[0], bundles=bundles, document_dir=kept)
+    with thread_server(settings, FakeLoader()) as a, thread_server(settings, FakeLoader()) as b:
+        r = a.client.post(
+            "/deepl/v2/document", files={"file": ("notes.txt", b"one two\n")}, data={"target_lang": "DE"}
+        )
+        assert r.status_code == 200, r.text
+        handle = r.json()
+        status = a.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
+        assert status["status"] == "done"
+        assert b.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json() == status
+        result = b.client.post(f"/deepl/v2/document/{handle['document_id']}/result", data=handle)
+        assert result.status_code == 200 and result.content == b"two one\n"
+        wrong = {**handle, "document_key": "0" * 64}
+        assert b.client.post(f"/deepl/v2/document/{handle['document_id']}", data=wrong).status_code == 403
+        r = a.client.post(
+            "/libretranslate/translate_file",
+            data={"source": "en", "target": "de"},
+            files={"file": ("my notes.txt", b"three four\n")},
+        )
+        url = r.json()["translatedFileUrl"]
+        download = b.client.get(url.replace(a.url, ""))
+        assert download.status_code == 200 and download.text == "four three\n"
+    with thread_server(settings, FakeLoader()) as restarted:
+        result = restarted.client.post(f"/deepl/v2/document/{handle['document_id']}/result", data=handle)
+        assert result.status_code == 200 and result.content == b"two one\n"
+        assert restarted.client.get(url.replace(a.url, "")).text == "four three\n"
+    assert all(len(path.name) == 64 for path in (kept / "deepl").iterdir())  # no client's name on disk
