@@ -310,7 +310,8 @@ async def translate_file(
     client: Client | None = None,
 ) -> tuple[bytes, str]:
     """A whole file (core/documents.py) translated: its paragraphs and strings go through ``translate_texts`` in
-    groups of MT_MAX_TEXTS, with their word links, and the file is written again. Returns it and its media type."""
+    groups of MT_MAX_TEXTS (MT_DOCUMENT_GROUPS of them at once), with their word links, and the file is written
+    again. Returns it and its media type."""
     try:
         document = await asyncio.to_thread(read_document, name, data)
     except DocumentError as err:

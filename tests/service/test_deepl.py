@@ -288,9 +288,7 @@ def test_replicas_sharing_a_document_dir_answer_for_each_others_documents(tmp_pa
     bundles, kept = _bundles(tmp_path), tmp_path / "documents"
     settings = settings_for(bundles[0], bundles=bundles, document_dir=kept)
     with thread_server(settings, FakeLoader()) as a, thread_server(settings, FakeLoader()) as b:
-        r = a.client.post(
-            "/deepl/v2/document", files={"file": ("notes.txt", b"one two\n")}, data={"target_lang": "DE"}
-        )
+        r = a.client.post("/deepl/v2/document", files={"file": ("notes.txt", b"one two\n")}, data={"target_lang": "DE"})
         assert r.status_code == 200, r.text
         handle = r.json()
         status = a.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
