@@ -897,7 +897,7 @@ async def upload_document(request: Request, service: Service) -> Response:
     job = _Job(key=secrets.token_hex(32).upper(), name=name)
     state = _state(request)
     state.jobs.put(document_id, job)
-    state.keep(document_id, job)
+    await _keep(state, document_id, job)
     job.task = asyncio.create_task(_translate_document(service, state, document_id, job, data, options, client))
     return _response(200, {"document_id": document_id, "document_key": job.key})
 
@@ -912,6 +912,7 @@ async def _translate_document(
     client: Client | None,
 ) -> None:
     job.status = "translating"
+    await _keep(state, document_id, job)  # other replicas say "translating" too
     fields: dict[str, Any] = {}
     try:
         job.result, job.media_type = await native.translate_file(
@@ -924,6 +925,10 @@ async def _translate_document(
         job.status, job.error = "error", err.message
     except Exception as err:  # the job's status says what went wrong; nothing is raised into the event loop
         job.status, job.error = "error", f"the document could not be translated: {err}"
+    await _keep(state, document_id, job)
+
+
+async def _keep(state: DeepLState, document_id: str, job: _Job) -> None:
     try:
         await asyncio.to_thread(state.keep, document_id, job)
     except OSError:  # MT_DOCUMENT_DIR failed: this replica still answers for the job from memory

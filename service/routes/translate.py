@@ -99,17 +99,19 @@ async def translate_texts(
     *,
     links: bool = False,
     client: Client | None = None,
+    document: bool = False,
 ) -> Done:
     """What /translate does, for every API shape the server speaks: limits, model choice (detecting the source
     language for "auto"), sentence splitting, batching with other requests, joining the sentences back.
     ``fields`` is the request's access log line; sizes go there even if it fails. ``links``: each result carries
     its word alignment (what documents need to put their markup back). ``client``: whose key the characters count
-    against (service/keys.py)."""
+    against (service/keys.py). ``document``: the texts are a document's paragraphs, which MT_MAX_CHARS does not
+    bound (the document's own limits do; a paragraph is split into sentences as any text is)."""
     settings = service.settings
     started = time.monotonic()
     texts = body.texts()
     fields.update(texts=len(texts), chars=sum(len(t) for t in texts), beam_size=body.beam_size)
-    _check_limits(texts, settings.max_texts, settings.max_chars)
+    _check_limits(texts, settings.max_texts, None if document else settings.max_chars)
     charge(service, client, fields["chars"])
     detected = None
     source = body.source_lang
@@ -368,7 +370,7 @@ async def _translate_group(service: ServiceState, body: TranslateRequest, fields
     deadline = time.monotonic() + service.settings.request_timeout_s
     while True:
         try:
-            return await translate_texts(service, body, dict(fields), links=True)
+            return await translate_texts(service, body, dict(fields), links=True, document=True)
         except QueueFull as err:
             if time.monotonic() + err.retry_after > deadline:
                 raise
@@ -434,7 +436,7 @@ async def detect(body: DetectRequest, request: Request, service: Service, _: Api
     return DetectResponse(detections=out)
 
 
-def _check_limits(texts: list[str], max_texts: int, max_chars: int) -> None:
+def _check_limits(texts: list[str], max_texts: int, max_chars: int | None) -> None:
     if len(texts) > max_texts:
         raise ApiError(
             413,
@@ -443,7 +445,7 @@ def _check_limits(texts: list[str], max_texts: int, max_chars: int) -> None:
             "send them in several requests",
         )
     for i, text in enumerate(texts):
-        if len(text) > max_chars:
+        if max_chars is not None and len(text) > max_chars:
             raise ApiError(
                 413,
                 "too_large",

@@ -217,6 +217,15 @@ def test_a_documents_groups_decode_at_once_up_to_the_setting_and_come_back_in_or
     assert most == groups
 
 
+def test_a_paragraph_longer_than_max_chars_is_translated_in_a_document_not_in_a_request(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "b")
+    with thread_server(settings_for(bundle, max_chars=40), FakeLoader()) as s:
+        paragraph = " ".join(f"Word{i} next{i}." for i in range(10))  # 130 characters, 10 sentences
+        status, body, _ = send(s, "long.txt", paragraph.encode() + b"\n")
+        assert status == 200 and body.decode().split() == [w for i in range(10) for w in (f"next{i}.", f"Word{i}")]
+        assert s.client.post("/translate", json={"text": paragraph}).status_code == 413
+
+
 def test_a_document_group_waits_while_the_queue_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The queue full at the second group: that group is sent again after the Retry-After, and the groups
     translated before it are not lost."""
