@@ -1029,7 +1029,11 @@ class DeepLState:
         state = self.documents.get(f"{document_id}.json")
         if state is None:
             return None
-        job = _Job(**json.loads(state))
+        try:
+            job = _Job(**json.loads(state))
+        except (ValueError, TypeError):  # not a state this server wrote: as if it were not there
+            log.warning("document %s: its state in MT_DOCUMENT_DIR cannot be read", document_id)
+            return None
         if job.status == "done":
             job.result = self.documents.get(f"{document_id}.result") or b""
         return job
