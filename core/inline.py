@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.markup import Segment, Span
+from core.strings import has_words
 
 # What render() writes for spans and literals, read back by _TOKENS: characters of the private use area, which
 # neither the input (they are taken out of it) nor a model's output holds.
 _OPEN, _CLOSE, _LITERAL, _END = "\ue000", "\ue001", "\ue002", "\ue003"
 _TOKENS = re.compile("\ue000(\\d+)\ue003|(\ue001)|\ue002(\\d+)\ue003|([^\ue000-\ue003]+)")
 _PRIVATE = re.compile("[\ue000-\ue003]")
-_LETTER = re.compile(r"[^\W\d_]")
-_PLACEHOLDER = re.compile(r"\{\d+\}")
 
 
 @dataclass
@@ -94,7 +93,7 @@ class Paragraph:
     def segment(self) -> Segment | None:
         """The paragraph as a segment, its outer whitespace cut; None when it has no letter to translate."""
         whole = "".join(self.text)
-        if not _LETTER.search(_PLACEHOLDER.sub("", whole)):
+        if not has_words(whole):
             return None
         lead = len(whole) - len(whole.lstrip())
         text = whole.strip()

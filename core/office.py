@@ -186,10 +186,11 @@ class _RunReader:
             name = self.name(child)
             if name == self.g.props or name in self.g.dropped or not isinstance(child.tag, str):
                 continue
+            char = dict(self.g.chars).get(name)
             if name == self.g.text:
                 self.text(child.text or "", run, chain)
-            elif name in dict(self.g.chars):
-                self.text(dict(self.g.chars)[name], run, chain)
+            elif char is not None:
+                self.text(char, run, chain)
             else:  # a tab, a break, a picture, a footnote mark: in a run of its own, where the translation puts it
                 self.p.add_literal([_Alone(run, props, child)], spaced=name in self.g.spaces)
 
@@ -233,7 +234,7 @@ class _RunReader:
                 self.p.spans[span].end = end
                 continue
             current = key
-            if props[id(run)] == self.props_key(bases[chain]):
+            if props[id(run)] == props[id(bases[chain])]:
                 current, span = None, -1
                 continue
             span = self.p.add_span(Format(run, container=False), start, end, len(chain))
@@ -420,6 +421,8 @@ def _ods(root: Any) -> _Found:
     return found
 
 
+_ODF_PARTS = re.compile(r"content\.xml|styles\.xml")
+"""An OpenDocument's text: its content, and its master pages' headers and footers."""
 _GRAPHICS = r"|charts/chart\d+|diagrams/(?:data|drawing)\d+"
 """Charts' titles and SmartArt's text (DrawingML paragraphs), in any of the three."""
 _PACKAGES = {
@@ -431,9 +434,9 @@ _PACKAGES = {
         re.compile(rf"xl/(?:sharedStrings|worksheets/sheet\d+|drawings/drawing\d+{_GRAPHICS})\.xml"),
         _ooxml(_CELLS, _INLINE_CELLS, _SLIDES),
     ),
-    ".odt": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
-    ".odp": _Kind(re.compile(r"content\.xml|styles\.xml"), _odf),
-    ".ods": _Kind(re.compile(r"content\.xml|styles\.xml"), _ods),
+    ".odt": _Kind(_ODF_PARTS, _odf),
+    ".odp": _Kind(_ODF_PARTS, _odf),
+    ".ods": _Kind(_ODF_PARTS, _ods),
 }
 
 

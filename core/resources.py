@@ -33,7 +33,7 @@ from typing import Any
 from core.inline import TaggedText
 from core.markup import Links, Segment, render
 from core.office import xml_parser
-from core.strings import PLACEHOLDERS, Protected, protect, restore
+from core.strings import PLACEHOLDERS, Protected, has_words, protect, restore
 
 MAX_DEPTH = 200
 """JSON nested deeper is refused (no message file is)."""
@@ -195,7 +195,7 @@ def read_android(data: bytes) -> Resource:
             if inner.strip().startswith("@") or _ICU.search(inner):  # a reference to another resource
                 continue
             segment = _android_segment(inner)
-            if re.search(r"[^\W\d_]", PLACEHOLDERS.sub("", re.sub(r"\{\d+\}", "", segment.text))):
+            if has_words(segment.text):
                 found.append((target, segment))
     namespaces = " ".join(f'xmlns:{k}="{v}"' for k, v in root.nsmap.items() if k)
 

@@ -37,8 +37,13 @@ class Protected:
 
     @property
     def translatable(self) -> bool:
-        """Whether there are words to translate (not only placeholders, digits and punctuation)."""
-        return bool(_LETTER.search(PLACEHOLDERS.sub("", self.segment.text)))
+        return has_words(self.segment.text)
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` has words to translate: a letter once placeholders (``{1}`` among them) are set aside, not
+    only digits and punctuation."""
+    return bool(_LETTER.search(PLACEHOLDERS.sub("", text)))
 
 
 def protect(source: str, ordered: bool = False, accelerators: bool = True) -> Protected:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from core.inline import TaggedText
 from core.markup import Links, Segment, render
+from core.strings import has_words
 
 LINE = 42
 """Characters per subtitle line past which a translated cue of several lines is broken in two."""
@@ -72,7 +73,7 @@ def read_subtitles(text: str, webvtt: bool) -> Subtitles:
         if lead.lstrip().startswith("<v") and rest.endswith("</v>"):
             rest, trail = rest[: -len("</v>")].rstrip(), "</v>"
         segment = _segment(rest, webvtt)
-        if not re.search(r"[^\W\d_]", segment.text):  # nothing to translate: copied as it is
+        if not has_words(segment.text):  # nothing to translate: copied as it is
             parts.extend(body)
             continue
         segments.append(segment)

@@ -325,7 +325,7 @@ async def detect(request: Request, service: Service) -> Response:
 
 @router.post(
     "/translate_file",
-    summary="LibreTranslate: translate a plain text file",
+    summary="LibreTranslate: translate a file (the kinds /translate/document takes)",
     response_class=JSONResponse,
     responses={200: {"model": LtFile}, **_errors(400, 403, 413, 500, 503, 504)},
     openapi_extra=request_body(

@@ -182,6 +182,17 @@
     });
   }
 
+  // POST to the server; null (the error shown, ``status`` cleared) when it cannot be reached at all.
+  async function post(url, init, status) {
+    try {
+      return await fetch(url, { method: "POST", ...init });
+    } catch (err) {
+      showError({ message: "Could not reach the server. Check that it is running and try again." });
+      status.textContent = "";
+      return null;
+    }
+  }
+
   function clearError() {
     const box = $("error");
     box.hidden = true;
@@ -252,14 +263,8 @@
     clearError();
     const started = performance.now();
     try {
-      let response;
-      try {
-        response = await fetch("translate", { method: "POST", headers, body: JSON.stringify(body) });
-      } catch (err) {
-        showError({ message: "Could not reach the server. Check that it is running and try again." });
-        statusLine.textContent = "";
-        return;
-      }
+      const response = await post("translate", { headers, body: JSON.stringify(body) }, statusLine);
+      if (!response) return;
       const raw = await response.text();
       const elapsed = performance.now() - started;
       const data = parseJson(raw);
@@ -313,14 +318,8 @@
     clearError();
     const started = performance.now();
     try {
-      let response;
-      try {
-        response = await fetch("translate/document", { method: "POST", headers, body });
-      } catch (err) {
-        showError({ message: "Could not reach the server. Check that it is running and try again." });
-        fileStatus.textContent = "";
-        return;
-      }
+      const response = await post("translate/document", { headers, body }, fileStatus);
+      if (!response) return;
       if (!response.ok) {
         showResponseError(response, parseJson(await response.text()));
         fileStatus.textContent = "";
