@@ -26,6 +26,7 @@ import logging
 import re
 import secrets
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -59,9 +60,15 @@ QUOTA_EXCEEDED = 456
 NO_LIMIT = 1_000_000_000_000
 """``character_limit`` in v2/usage: the figure DeepL reports for an account without a limit."""
 KEPT_DOCUMENTS = 64
+"""Documents kept for status and result, newest last; older ones are forgotten."""
 STATUS_WAIT_S = 1.0
 """A status request waits this long for a document being translated (DeepL's clients ask again every 5 s)."""
-"""Documents kept for status and result, newest last; older ones are forgotten."""
+HEARTBEAT_S = 10.0
+"""With MT_DOCUMENT_DIR, a replica translating a document writes its state again this often, so that the others can
+tell it still works on it."""
+STALE_S = 60.0
+"""A document another replica queued or is translating whose state has not been written for this long: that replica
+stopped (it was killed, or its machine went) and the document will not be done; its status says so."""
 UNSUPPORTED = {
     "ignore_tags": 'tags whose content stays untranslated: mark them translate="no" (tag_handling html)',
     "splitting_tags": "splitting or non-splitting tags: with tag_handling html the block tags split sentences",
@@ -842,11 +849,19 @@ class _Job:
     result: bytes = b""
     media_type: str = "application/octet-stream"
     error: str | None = None
+    written: float | None = None
+    """When its state was last written to MT_DOCUMENT_DIR (seconds since the epoch; None in a state written by a
+    server before the heartbeat, which is then never taken for stale)."""
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def state(self) -> dict[str, Any]:
         """What another replica needs to answer for the job (the result is kept apart)."""
-        return {k: getattr(self, k) for k in ("key", "name", "status", "characters", "media_type", "error")}
+        keys = ("key", "name", "status", "characters", "media_type", "error", "written")
+        return {k: getattr(self, k) for k in keys}
+
+    def abandoned(self, now: float) -> bool:
+        """Read from MT_DOCUMENT_DIR, not yet done, and its replica has not written it for ``STALE_S``."""
+        return self.status in ("queued", "translating") and self.written is not None and now - self.written > STALE_S
 
 
 @router.post(
@@ -913,6 +928,7 @@ async def _translate_document(
 ) -> None:
     job.status = "translating"
     await _keep(state, document_id, job)  # other replicas say "translating" too
+    beat = asyncio.create_task(_heartbeat(state, document_id, job)) if state.documents.directory else None
     fields: dict[str, Any] = {}
     try:
         job.result, job.media_type = await native.translate_file(
@@ -925,7 +941,18 @@ async def _translate_document(
         job.status, job.error = "error", err.message
     except Exception as err:  # the job's status says what went wrong; nothing is raised into the event loop
         job.status, job.error = "error", f"the document could not be translated: {err}"
+    finally:
+        if beat is not None:
+            beat.cancel()
     await _keep(state, document_id, job)
+
+
+async def _heartbeat(state: DeepLState, document_id: str, job: _Job) -> None:
+    """The job's state written again every ``HEARTBEAT_S`` while it is translated: replicas that read it see it is
+    alive (``_Job.abandoned``)."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        await _keep(state, document_id, job)
 
 
 async def _keep(state: DeepLState, document_id: str, job: _Job) -> None:
@@ -1014,12 +1041,17 @@ class DeepLState:
         self.documents = documents or DocumentStore(None, 2 * KEPT_DOCUMENTS)
         """Every document's state and result, where other replicas sharing MT_DOCUMENT_DIR see them."""
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
 
     def keep(self, document_id: str, job: _Job) -> None:
-        """The job's state as it is now, for whichever replica is asked (its result with it once done)."""
-        if job.status == "done":
-            self.documents.put(f"{document_id}.result", job.result)
-        self.documents.put(f"{document_id}.json", json.dumps(job.state()).encode())
+        """The job's state as it is now, for whichever replica is asked (its result with it once done). One write
+        at a time, the state read under the lock: a heartbeat's write that ran late cannot put back "translating"
+        over "done"."""
+        with self._writing:
+            job.written = time.time()
+            if job.status == "done":
+                self.documents.put(f"{document_id}.result", job.result)
+            self.documents.put(f"{document_id}.json", json.dumps(job.state()).encode())
 
     def find(self, document_id: str) -> _Job | None:
         """This process's job, or one another replica keeps in MT_DOCUMENT_DIR."""
@@ -1036,6 +1068,12 @@ class DeepLState:
             return None
         if job.status == "done":
             job.result = self.documents.get(f"{document_id}.result") or b""
+        elif job.abandoned(now := time.time()):
+            job.status = "error"
+            job.error = (
+                "the server translating the document stopped before it was done (its state in MT_DOCUMENT_DIR was "
+                f"last written {now - (job.written or now):.0f} s ago): upload the document again"
+            )
         return job
 
     def count(self, characters: int) -> None:

@@ -4,16 +4,24 @@ sentence's words behind a ""/"en:" prefix and aligns target word t to source wor
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import io
+import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import deepl
 import pytest
 from deepl.api_data import MultilingualGlossaryDictionaryEntries
 
 from service.app import create_app
+from service.document_store import DocumentStore
 from service.models import ConfigurationError
+from service.routes import deepl as deepl_routes
 from testkit.fake_engine import FakeLoader, write_fake_bundle
 from tests.service.servers import ThreadServer, settings_for, thread_server
 
@@ -311,3 +319,73 @@ def test_replicas_sharing_a_document_dir_answer_for_each_others_documents(tmp_pa
         assert result.status_code == 200 and result.content == b"two one\n"
         assert restarted.client.get(url.replace(a.url, "")).text == "four three\n"
     assert all(len(path.name) == 64 for path in (kept / "deepl").iterdir())  # no client's name on disk
+
+
+def _document_state(kept: Path, document_id: str, status: str, written: float | None) -> dict[str, str]:
+    """A state another replica wrote in MT_DOCUMENT_DIR; the handle to ask for it with."""
+    key = "AB" * 32
+    state = {"key": key, "name": "notes.txt", "status": status, "characters": 0, "error": None}
+    if written is not None:
+        state["written"] = written
+    DocumentStore(kept / "deepl", 8).put(f"{document_id}.json", json.dumps(state).encode())
+    return {"document_id": document_id, "document_key": key}
+
+
+def test_a_document_whose_replica_stopped_is_an_error_not_translating_forever(tmp_path: Path) -> None:
+    """A replica killed while it translated a document leaves its state "translating" in MT_DOCUMENT_DIR: once it
+    has not been written for STALE_S, other replicas (and the replica restarted) answer that it failed."""
+    bundles, kept = _bundles(tmp_path), tmp_path / "documents"
+    now = time.time()
+    dead = _document_state(kept, "DEAD", "translating", now - deepl_routes.STALE_S - 5)
+    queued = _document_state(kept, "QUEUED", "queued", now - deepl_routes.STALE_S - 5)
+    alive = _document_state(kept, "ALIVE", "translating", now)
+    older = _document_state(kept, "OLDER", "translating", None)  # written by a server before the heartbeat
+    with thread_server(settings_for(bundles[0], bundles=bundles, document_dir=kept), FakeLoader()) as s:
+        for handle in (dead, queued):
+            status = s.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
+            assert status["status"] == "error" and "upload the document again" in status["error_message"], status
+            result = s.client.post(f"/deepl/v2/document/{handle['document_id']}/result", data=handle)
+            assert result.status_code == 400 and "stopped before it was done" in result.json()["message"]
+        for handle in (alive, older):
+            status = s.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
+            assert status == {"document_id": handle["document_id"], "status": "translating"}
+
+
+def test_a_replica_translating_a_document_keeps_its_state_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one replica translates a long document it writes the state again every HEARTBEAT_S, so that another
+    replica says "translating" for longer than STALE_S, and then "done"."""
+    monkeypatch.setattr(deepl_routes, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(deepl_routes, "STALE_S", 0.5)
+    release = threading.Event()
+    real = deepl_routes.native.translate_file
+
+    async def slow(*args: Any, **kwargs: Any) -> tuple[bytes, str]:
+        await asyncio.to_thread(release.wait, 30)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(deepl_routes.native, "translate_file", slow)
+    bundles, kept = _bundles(tmp_path), tmp_path / "documents"
+    settings = settings_for(bundles[0], bundles=bundles, document_dir=kept)
+    with thread_server(settings, FakeLoader()) as a, thread_server(settings, FakeLoader()) as b:
+        r = a.client.post("/deepl/v2/document", files={"file": ("notes.txt", b"one two\n")}, data={"target_lang": "DE"})
+        handle = r.json()
+        path = kept / "deepl" / hashlib.sha256(f"{handle['document_id']}.json".encode()).hexdigest()
+        first = json.loads(path.read_text())["written"]
+        deadline = time.monotonic() + 3 * deepl_routes.STALE_S
+        while time.monotonic() < deadline:  # past STALE_S since the upload, the state still fresh
+            status = b.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
+            assert status["status"] == "translating", status
+            time.sleep(0.05)
+        assert json.loads(path.read_text())["written"] > first + deepl_routes.STALE_S
+        release.set()
+        deadline = time.monotonic() + 10
+        while status["status"] != "done" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            status = b.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
+        assert status["status"] == "done", status
+        result = b.client.post(f"/deepl/v2/document/{handle['document_id']}/result", data=handle)
+        assert result.content == b"two one\n"
+        time.sleep(4 * deepl_routes.HEARTBEAT_S)  # no heartbeat after the end puts "translating" back
+        assert json.loads(path.read_text())["status"] == "done"
