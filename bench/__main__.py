@@ -17,6 +17,7 @@ COMMANDS = {
     "peers": "bench.peers",
     "profile-decode": "bench.profile_decode",
     "search-cost": "bench.search_cost",
+    "node-cost": "bench.node_cost",
     "host-step": "bench.host_step",
     "ban-rate": "bench.ban_rate",
     "batch-mates": "bench.batch_mates",
