@@ -8,7 +8,7 @@ import functools
 import json
 import time
 import urllib.parse
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -310,10 +310,11 @@ async def translate_file(
     fields: dict[str, Any],
     *,
     client: Client | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[bytes, str]:
     """A whole file (core/documents.py) translated: its paragraphs and strings go through ``translate_texts`` in
     groups of MT_MAX_TEXTS (MT_DOCUMENT_GROUPS of them at once), with their word links, and the file is written
-    again. Returns it and its media type."""
+    again. Returns it and its media type. ``progress`` is told (segments done, segments) as groups finish."""
     try:
         document = await asyncio.to_thread(read_document, name, data)
     except DocumentError as err:
@@ -348,10 +349,15 @@ async def translate_file(
     # MT_DOCUMENT_GROUPS groups decode at once, so that the engine's running set is not left to drain at the end
     # of each one; if one fails, the others are cancelled.
     in_flight = asyncio.Semaphore(settings.document_groups)
+    finished = [0]
 
     async def group(body: TranslateRequest) -> Done:
         async with in_flight:
-            return await _translate_group(service, body, fields)
+            done = await _translate_group(service, body, fields)
+        if progress is not None:
+            finished[0] += len(done.texts)
+            progress(finished[0], len(document.segments))
+        return done
 
     try:
         async with asyncio.TaskGroup() as tasks:
