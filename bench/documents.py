@@ -6,9 +6,10 @@
 
 One file of each kind is made from the same ``--paragraphs`` held-out English sentences (the source column of
 ``--sentences``), every third with a bold or italic word where the kind has formatting, with the formats' own
-writers where Python has one (python-docx, python-pptx, openpyxl, odfpy, EbookLib) and by hand for the text
-kinds. Each is read (``read_document``) and written again (``rebuild``) ``--repeats`` times with a stand-in
-translation (the source words reversed, linked word for word), and the medians are reported. The sentences are
+writers where Python has one (python-docx, python-pptx, openpyxl, odfpy, EbookLib), with pypdf's for the PDF
+(10 pt Times, wrapped, testkit/pdf.py) and by hand for the text kinds. Each is read (``read_document``) and written
+again (``rebuild``) ``--repeats`` times with a stand-in translation (the source words reversed, linked word for
+word), and the medians are reported. The sentences are
 translated once by the engine as the server does it (sentence split, beam 4, word links; bench/markup.py's
 ``translate_segments``), which gives the time a paragraph takes to translate; the last column is the file work
 as a share of translating that kind's segments at that rate.
@@ -147,6 +148,12 @@ def _json(paragraphs: list[str]) -> bytes:
     return json.dumps({f"key{i}": p for i, p in enumerate(paragraphs)}, ensure_ascii=False, indent=2).encode()
 
 
+def _pdf(paragraphs: list[str]) -> bytes:
+    from testkit.pdf import paragraphs_pdf
+
+    return paragraphs_pdf(paragraphs)
+
+
 KINDS: dict[str, Callable[[list[str]], bytes]] = {
     "docx": _docx,
     "pptx": _pptx,
@@ -157,6 +164,7 @@ KINDS: dict[str, Callable[[list[str]], bytes]] = {
     "srt": _srt,
     "po": _po,
     "json": _json,
+    "pdf": _pdf,
 }
 
 

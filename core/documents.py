@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core import epub, office
+from core import epub, office, pdf
 from core.markdown import parse_markdown
 from core.markup import Document, Links, Segment, parse_html, render
 from core.resources import ResourceError, read_android, read_apple_strings, read_json, read_properties
@@ -45,7 +45,7 @@ RESOURCE_KINDS = {
     ".properties": "text/x-java-properties",
 }
 """App string resources (core/resources.py): their own encodings, no charset claimed."""
-KINDS = {**TEXT_KINDS, **RESOURCE_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE}
+KINDS = {**TEXT_KINDS, **RESOURCE_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE, ".pdf": pdf.MEDIA_TYPE}
 _ORDERED_FLAGS = ("c-format", "python-format", "php-format", "sh-format", "objc-format")
 
 
@@ -86,6 +86,19 @@ def read_document(name: str, data: bytes) -> DocumentFile:
     suffix = _suffix(name)
     if suffix not in KINDS:
         raise DocumentError(f"{name}: not a kind this server translates ({', '.join(sorted(KINDS))})")
+    if suffix == ".pdf":
+        try:
+            read = pdf.read_pdf(data)
+        except pdf.PdfError as err:
+            raise DocumentError(f"{name}: {err}") from None
+
+        def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
+            try:
+                return read.rebuild(done, target_lang)
+            except pdf.PdfError as err:
+                raise DocumentError(f"{name}: {err}") from None
+
+        return DocumentFile(read.segments, rebuild, media_type(name))
     if suffix in office.KINDS or suffix == ".epub":
         try:
             package = epub.read_epub(name, data) if suffix == ".epub" else office.read_package(name, suffix, data)

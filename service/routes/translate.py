@@ -367,7 +367,11 @@ async def translate_file(
     results = [task.result() for task in running]
     done: list[tuple[str, Links]] = [(t.text, _links(t)) for result in results for t in result.texts]
     target_lang = results[-1].model.target_language if results else options.get("target_lang")
-    return await asyncio.to_thread(document.rebuild, done, target_lang), document.media_type
+    try:
+        written = await asyncio.to_thread(document.rebuild, done, target_lang)
+    except DocumentError as err:  # a file damaged where reading it did not look (a PDF's objects are read lazily)
+        raise ApiError(422, "validation", str(err)) from None
+    return written, document.media_type
 
 
 async def _translate_group(service: ServiceState, body: TranslateRequest, fields: dict[str, Any]) -> Done:

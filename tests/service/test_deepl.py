@@ -186,7 +186,7 @@ def test_a_document_is_uploaded_translated_and_downloaded(translator: deepl.Tran
     translator.translate_document(word_file(), word, target_lang="DE", filename="guide.docx")
     assert bold_words(word.getvalue()) == ("now button Save the Click", ["Save"])
     with pytest.raises(deepl.DeepLException, match="Invalid file type"):
-        translator.translate_document_upload(b"x", target_lang="DE", filename="slides.pdf")
+        translator.translate_document_upload(b"x", target_lang="DE", filename="slides.key")
     with pytest.raises(deepl.DeepLException, match="no model translates en"):
         translator.translate_document_upload(b"a", source_lang="EN", target_lang="FR", filename="a.txt")
     translator.delete_glossary(glossary)

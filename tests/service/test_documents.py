@@ -117,7 +117,8 @@ def test_text_html_and_markdown_files_keep_their_layout(shared_server: ThreadSer
 @pytest.mark.parametrize(
     ("name", "data", "status"),
     [
-        ("book.pdf", b"%PDF-1.7", 415),
+        ("book.mobi", b"BOOKMOBI", 415),
+        ("book.pdf", b"%PDF-1.7", 422),
         ("slides.pptx", b"not a zip", 422),
         ("empty.docx", _zip({"other.xml": b"<a/>"}), 422),
         ("broken.docx", _zip({"word/document.xml": b"<w:document"}), 422),
@@ -250,3 +251,18 @@ def test_a_document_group_waits_while_the_queue_is_full(tmp_path: Path, monkeypa
     with thread_server(settings_for(bundle, max_texts=4, request_timeout_s=0.5), FakeLoader()) as s:
         status, body, headers = send(s, "long.txt", b"one two\n" * 10)
         assert status == 503 and "retry-after" in headers  # waiting longer than the timeout: the server's answer
+
+
+def test_a_pdf_comes_back_translated_as_a_pdf(shared_server: ThreadServer) -> None:
+    from pypdf import PdfReader
+
+    from testkit.pdf import pdf_file
+
+    page = "BT /F2 18 Tf 72 720 Td (Saving your work) Tj ET\nBT /F1 11 Tf 72 690 Td (Click Save now.) Tj ET"
+    status, data, headers = send(shared_server, "guide.pdf", pdf_file([page]), target_lang="de")
+    assert status == 200, data
+    assert headers["content-type"] == "application/pdf" and "guide.pdf" in headers["content-disposition"]
+    text = PdfReader(io.BytesIO(data)).pages[0].extract_text()
+    assert "work your Saving" in text and "now. Save Click" in text and "Saving your work" not in text
+    status, data, _ = send(shared_server, "broken.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n")
+    assert status == 422, data

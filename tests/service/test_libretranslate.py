@@ -109,7 +109,7 @@ def test_a_text_file_is_translated_and_downloaded(server: ThreadServer) -> None:
     r = server.client.post(
         "/libretranslate/translate_file",
         data={"source": "en", "target": "de"},
-        files={"file": ("slides.pdf", b"%PDF-1.7", "application/octet-stream")},
+        files={"file": ("slides.key", b"PK", "application/octet-stream")},
     )
     assert r.status_code == 400 and "file format not supported" in r.json()["error"]
     assert server.client.get("/libretranslate/download_file/nothing.txt").status_code == 404

@@ -377,13 +377,13 @@ def test_page_translates_a_file_and_offers_it_for_download(
     assert downloaded == expected.text and downloaded.count("\n") == 3
     assert "Translated in" in browser.find_element(By.ID, "file-status").text
 
-    other = tmp_path / "book.pdf"
-    other.write_bytes(b"%PDF-1.7")
+    other = tmp_path / "book.mobi"
+    other.write_bytes(b"BOOKMOBI")
     field.clear()
     field.send_keys(str(other))
     browser.find_element(By.ID, "file-button").click()
     error = browser.find_element(By.ID, "error")
-    WebDriverWait(browser, WAIT_S).until(lambda d: error.is_displayed(), "the PDF was not refused")
+    WebDriverWait(browser, WAIT_S).until(lambda d: error.is_displayed(), "the e-book was not refused")
     assert error.get_attribute("data-code") == "unsupported_format" and not result.is_displayed()
     assert ".docx" in browser.find_element(By.ID, "error-message").text
 
