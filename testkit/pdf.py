@@ -11,8 +11,8 @@ FONTS = {"/F1": "/Times-Roman", "/F2": "/Times-Bold", "/F3": "/Times-Italic", "/
 
 
 def pdf_file(pages: list[str], forms: dict[str, str] | None = None, size: tuple[float, float] = (612, 792)) -> bytes:
-    """A PDF of one page per string of content operators (latin-1), with FONTS as its fonts and ``forms`` (name ->
-    operators) as form XObjects its pages may draw with ``/Name Do``."""
+    """A PDF of one page per string of content operators (Windows-1252, as the fonts are encoded), with FONTS as
+    its fonts and ``forms`` (name -> operators) as form XObjects its pages may draw with ``/Name Do``."""
     from pypdf import PdfWriter
     from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, StreamObject
 
@@ -31,7 +31,7 @@ def pdf_file(pages: list[str], forms: dict[str, str] | None = None, size: tuple[
     xobjects = DictionaryObject()
     for name, ops in (forms or {}).items():
         form = StreamObject()
-        form.set_data(ops.encode("latin-1"))
+        form.set_data(ops.encode("cp1252", "replace"))
         form.update(
             {
                 NameObject("/Type"): NameObject("/XObject"),
@@ -48,7 +48,7 @@ def pdf_file(pages: list[str], forms: dict[str, str] | None = None, size: tuple[
             resources[NameObject("/XObject")] = xobjects
         page[NameObject("/Resources")] = DictionaryObject(resources)
         stream = StreamObject()
-        stream.set_data(ops.encode("latin-1"))
+        stream.set_data(ops.encode("cp1252", "replace"))
         page[NameObject("/Contents")] = writer._add_object(stream)
     out = io.BytesIO()
     writer.write(out)
