@@ -3,6 +3,7 @@
     python -m bench documents [--bundle models/en-de] [--sentences data/en-de-ding/test.libreoffice-help.tsv]
                               [--paragraphs 300] [--repeats 5] [--out docs/reports/documents/report]
     python -m bench documents --groups 1,2,4 [--rounds 3] [--out docs/reports/documents/groups]
+    python -m bench documents --files FILE... [--repeats 5] [--out REPORT]
 
 One file of each kind is made from the same ``--paragraphs`` held-out English sentences (the source column of
 ``--sentences``), every third with a bold or italic word where the kind has formatting, with the formats' own
@@ -13,6 +14,9 @@ word), and the medians are reported. The sentences are
 translated once by the engine as the server does it (sentence split, beam 4, word links; bench/markup.py's
 ``translate_segments``), which gives the time a paragraph takes to translate; the last column is the file work
 as a share of translating that kind's segments at that rate.
+
+With ``--files``: existing files read and written again with the stand-in translation, no engine; their sizes before
+and after.
 
 With ``--groups``: the ``.docx`` through ``POST /translate/document`` of one server per value of
 ``MT_DOCUMENT_GROUPS`` (groups of ``MT_MAX_TEXTS`` paragraphs decoded at once), all started side by side on
@@ -205,8 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated: " + ", ".join(KINDS))
     parser.add_argument("--groups", default="", help="comma-separated MT_DOCUMENT_GROUPS values to compare")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--files", nargs="+", type=Path, help="existing files to read and write (no engine)")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
+    if args.files:
+        return time_files(args)
     lines = args.sentences.read_text(encoding="utf-8").splitlines()
     paragraphs = [line.split("\t")[0].strip() for line in lines if line.strip()][: args.paragraphs]
     if not paragraphs:
@@ -251,6 +258,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(table))
     write_report(report_path(args.out, ""), markdown, {"per_paragraph_s": per_paragraph, "rows": rows})
+    return 0
+
+
+def time_files(args: argparse.Namespace) -> int:
+    """``--files``: each file read and written again with the stand-in translation, its size before and after."""
+    from core.documents import read_document
+
+    table = [
+        "| file | size | segments | read | write | written |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = []
+    for path in args.files:
+        data = path.read_bytes()
+        result = time_file(path.suffix.lstrip(".").lower(), data, args.repeats)
+        document = read_document(path.name, data)
+        written = len(document.rebuild([reverse(s.text) for s in document.segments], "de"))
+        rows.append({"file": str(path), **result, "written_bytes": written})
+        table.append(
+            f"| {path.name} | {len(data) / 1024:.0f} KiB | {result['segments']} | {float(result['read_s']):.2f} s "
+            f"| {float(result['write_s']):.2f} s | {written / 1024:.0f} KiB |"
+        )
+    print("\n".join(table))
+    if args.out:
+        names = " ".join(str(p) for p in args.files)
+        markdown = (
+            f"# Documents: reading and writing files\n\n`python -m bench documents --files {names} --repeats "
+            f"{args.repeats}`: medians of {args.repeats}; written with the source words reversed as the "
+            "translation.\n\n" + "\n".join(table) + "\n"
+        )
+        write_report(report_path(args.out, ""), markdown, {"rows": rows})
     return 0
 
 

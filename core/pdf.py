@@ -436,6 +436,7 @@ class PdfDocument:
                     translated = texts.get(index)
                     operations += _as_was(block, names) if translated is None else _draw(block, translated, names)
             _replace_contents(page, operations, writer)
+            page.compress_content_streams()
             self._strip_forms(page, writer, stripped)
         if target_lang:
             from pypdf.generic import NameObject, TextStringObject
