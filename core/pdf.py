@@ -1,19 +1,21 @@
 """PDF files translated in place: each page's text taken out and its translation written back where the text was.
 
-A PDF has no paragraphs, only strings drawn at positions. The text of each page is read with its positions, sizes
-and fonts (pypdf's text extraction, which decodes every kind of font it maps to Unicode); strings on one baseline
-make a line, split where a wide gap separates them (table cells, columns); consecutive lines of one size, close
-below each other and starting near the same left edge make a block, a paragraph, which is what gets translated.
-Then every text-drawing operator is taken out of the page (and of the forms it draws), everything else is kept as
-it is (pictures, lines, fills, links, the page's size and rotation), and each block's translation is drawn in its
-place: from the first line's baseline, at the block's size, wrapped to its width, in Helvetica (bold or italic
-where the block's font was), made smaller, down to 70 %, where the translation would run past the block. Blocks
-without a letter (page numbers, figures) are drawn again as they were.
+A PDF has no paragraphs, only strings drawn at positions. The text of each page is read with its positions, sizes,
+widths and fonts (pypdf's text extraction, which decodes every kind of font it maps to Unicode); strings on one
+baseline make a line, split where a wide gap separates them (table cells, columns), and dot leaders with their page
+number are kept apart; consecutive lines of one size and style, close below each other and starting near the same
+left edge make a block, a paragraph, which is what gets translated, and a line that opens a list item or a
+numbered entry starts one. Then every text-drawing operator is taken out of the page (and of the forms it draws),
+everything else is kept as it is (pictures, lines, fills, links, the page's size and rotation), and each block's
+translation is drawn in its place: from the first line's baseline, at the block's size, wrapped to its width,
+centred where a lone line was centred on the page, in Helvetica (bold or italic where most of the block was), made
+smaller, down to 70 %, where it would reach the text right of it or below it. Blocks without a letter (page numbers,
+figures, leaders) and turned text are drawn again as they were.
 
 What this gives up: the document's own fonts (the translation needs letters a subset font may not have; the 14
 standard fonts have every Western European one, so characters outside Windows-1252 come out as "?"), a line's
-mixed styles (a block takes its first run's), text colour (black), and text drawn as pictures (scans, outlined
-type), which stays untranslated. A PDF with no text at all comes back unchanged.
+mixed styles, text colour (black), and text drawn as pictures (scans, outlined type), which stays untranslated. A
+PDF with no text at all comes back unchanged.
 """
 
 from __future__ import annotations

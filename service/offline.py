@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from core.documents import KINDS
 from service.app import create_app
+from service.batcher import QueueFull, RequestTimeout, TooManySentences
 from service.deps import ServiceState
 from service.errors import ApiError
 from service.loader import EngineLoader, load_engine
@@ -44,7 +45,12 @@ from service.routes.translate import translate_file, translate_texts
 from service.schemas import TranslateRequest
 from service.settings import Settings
 
-UNBOUNDED = {"max_document_segments": 10**9, "request_timeout_s": 86_400.0, "max_chars": 10**9}
+UNBOUNDED = {
+    "max_document_segments": 10**9,
+    "request_timeout_s": 86_400.0,
+    "max_chars": 10**9,
+    "max_queue": 1_000_000,
+}
 """The server's limits against its clients, lifted where the environment does not set them (MT_<NAME>)."""
 
 
@@ -194,6 +200,8 @@ async def translate_lines(
                 done = await translate_texts(service, _body(args, chunk, glossary), {}, document=True)
             except ApiError as err:
                 raise Failed(err.message) from None
+            except (QueueFull, TooManySentences, RequestTimeout) as err:
+                raise Failed(str(err)) from None
         return [t.text for t in done.texts]
 
     chunks = [texts[i : i + step] for i in range(0, len(texts), step)]
@@ -225,6 +233,8 @@ async def translate_one_file(
         written, _ = await translate_file(service, source.name, data, options, fields, progress=report)
     except ApiError as err:
         raise Failed(err.message) from None
+    except (QueueFull, TooManySentences, RequestTimeout) as err:
+        raise Failed(str(err)) from None
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     partial.write_bytes(written)

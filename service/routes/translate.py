@@ -233,22 +233,26 @@ def _links(out: TextTranslation) -> list[tuple[int, int, float]]:
     "/translate/document",
     response_class=Response,
     responses={
-        200: {"content": {"application/octet-stream": {}}, "description": "The translated file, same name and type."},
+        200: {
+            "content": {kind: {} for kind in sorted({*KINDS.values(), "application/octet-stream"})},
+            "description": "The translated file, same name and type.",
+        },
         **{k: v for k, v in _ERRORS.items() if k != 422},
         415: _error(f"Not a kind of file this server translates ({', '.join(sorted(KINDS))})."),
         422: _error(
-            "The file is not UTF-8, not a valid catalog, its markup nests too deep, or an office file or e-book is "
-            "not a package of its kind."
+            "The file is not UTF-8, not a valid catalog, its markup nests too deep, an office file or e-book is "
+            "not a package of its kind, or a PDF is damaged or locked with a password."
         ),
     },
-    summary="Translate a document: text, markup, catalogs, XLIFF, app strings, subtitles, office files, e-books",
+    summary="Translate a document: text, markup, catalogs, XLIFF, app strings, subtitles, office files, e-books, PDF",
     description="Multipart form: `file`, and optionally `source_lang` (or `auto`), `target_lang`, `model`, "
     "`glossary` (a JSON object). The file comes back translated with the same name and type: markup kept as "
     "with format html/markdown; a .po catalog's untranslated entries filled and marked fuzzy, placeholders and "
     "accelerators kept; XLIFF's empty targets filled, inline codes kept; .srt and .vtt subtitles with their "
     "timing; app strings (.json, .arb, Android .xml, .strings, .properties) with their placeholders; Word, "
     "PowerPoint, Excel and OpenDocument files (.docx, .pptx, .xlsx, .odt, .odp, .ods) and EPUB e-books "
-    "translated in place, their formatting put back on the aligned words. Up to MT_MAX_DOCUMENT_BYTES.",
+    "translated in place, their formatting put back on the aligned words; PDF files page by page, each "
+    "paragraph's translation drawn where its text was. Up to MT_MAX_DOCUMENT_BYTES.",
     openapi_extra={
         "requestBody": {
             "required": True,
