@@ -357,7 +357,7 @@ def test_a_replica_translating_a_document_keeps_its_state_fresh(
     """While one replica translates a long document it writes the state again every HEARTBEAT_S, so that another
     replica says "translating" for longer than STALE_S, and then "done"."""
     monkeypatch.setattr(deepl_routes, "HEARTBEAT_S", 0.05)
-    monkeypatch.setattr(deepl_routes, "STALE_S", 0.5)
+    monkeypatch.setattr(deepl_routes, "STALE_S", 1.5)
     release = threading.Event()
     real = deepl_routes.native.translate_file
 
@@ -373,11 +373,12 @@ def test_a_replica_translating_a_document_keeps_its_state_fresh(
         handle = r.json()
         path = kept / "deepl" / hashlib.sha256(f"{handle['document_id']}.json".encode()).hexdigest()
         first = json.loads(path.read_text())["written"]
-        deadline = time.monotonic() + 3 * deepl_routes.STALE_S
+        deadline = time.monotonic() + 2 * deepl_routes.STALE_S
         while time.monotonic() < deadline:  # past STALE_S since the upload, the state still fresh
             status = b.client.post(f"/deepl/v2/document/{handle['document_id']}", data=handle).json()
-            assert status["status"] == "translating", status
+            assert status["status"] in ("queued", "translating"), status  # queued: read before the task began
             time.sleep(0.05)
+        assert status["status"] == "translating"
         assert json.loads(path.read_text())["written"] > first + deepl_routes.STALE_S
         release.set()
         deadline = time.monotonic() + 10
