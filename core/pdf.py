@@ -10,11 +10,13 @@ everything else is kept as it is (pictures, lines, fills, links, the page's size
 translation is drawn in its place: from the first line's baseline, at the block's size, wrapped to its width,
 centred where a lone line was centred on the page, in Helvetica (bold or italic where most of the block was), made
 smaller, down to 70 %, where it would reach the text right of it or below it. Blocks without a letter (page numbers,
-figures, leaders) and turned text are drawn again as they were.
+figures, leaders) and turned text are drawn again as they were. Each is drawn in the fill colour its text had.
 
 What this gives up: the document's own fonts (the translation needs letters a subset font may not have; the 14
 standard fonts have every Western European one, so characters outside Windows-1252 come out as "?"), a line's
-mixed styles, text colour (black), and text drawn as pictures (scans, outlined type), which stays untranslated. A
+mixed styles and colours (a paragraph takes most of its first line's fill colour, in a device colour space, else
+black),
+and text drawn as pictures (scans, outlined type), which stays untranslated. A
 PDF with no text at all comes back unchanged.
 """
 
@@ -69,6 +71,8 @@ class _Run:
     direction: tuple[float, float] = (1.0, 0.0)
     width: float | None = None
     """As its own font draws it, where the font's widths could be read; else estimated in Helvetica."""
+    colour: tuple[bytes, tuple[float, ...]] = (b"g", (0.0,))
+    """The fill colour it was drawn in, as the operator that sets it (g, rg or k) and its operands."""
 
     @property
     def end(self) -> float:
@@ -107,6 +111,14 @@ class _Line:
         for run in self.runs:
             counts[run.bold, run.italic] = counts.get((run.bold, run.italic), 0) + len(run.text.strip())
         return max(counts, key=lambda style: counts[style])
+
+    @property
+    def colour(self) -> tuple[bytes, tuple[float, ...]]:
+        """The fill colour of most of the line's characters."""
+        counts: dict[tuple[bytes, tuple[float, ...]], int] = {}
+        for run in self.runs:
+            counts[run.colour] = counts.get(run.colour, 0) + len(run.text.strip())
+        return max(counts, key=lambda colour: counts[colour])
 
     @property
     def text(self) -> str:
@@ -178,7 +190,8 @@ class _Block:
         """Whether ``line`` continues this paragraph: the same size and style, just below, near the same left."""
         last, run = self.lines[-1], line.runs[0]
         size = self.size
-        if not run.upright or not self.first.upright or line.style != self.lines[0].style:
+        first = self.lines[0]
+        if not run.upright or not self.first.upright or (line.style, line.colour) != (first.style, first.colour):
             return False
         if abs(line.size - size) > 0.15 * size:
             return False
@@ -241,15 +254,38 @@ def _measure(font: Any, fonts: dict[int, Any]) -> Callable[[str], float] | None:
     return measure
 
 
+COLOUR_OPERATORS = {b"g": 1, b"rg": 3, b"k": 4}
+"""The fill colour operators of the device colour spaces, and their operand counts."""
+
+
 def _runs(page: Any) -> list[_Run]:
     runs: list[_Run] = []
     fonts: dict[int, Any] = {}
+    black: tuple[bytes, tuple[float, ...]] = (b"g", (0.0,))
+    colours = [black]  # the fill colour of each graphics state saved (q) and the current one, last
+    shown: list[tuple[bytes, tuple[float, ...]]] = []  # the colour of the first string drawn since the last run
+
+    def operator(op: bytes, args: list[Any], cm: list[float], tm: list[float]) -> None:
+        if op == b"q":
+            colours.append(colours[-1])
+        elif op == b"Q" and len(colours) > 1:
+            colours.pop()
+        elif op in COLOUR_OPERATORS or op in (b"sc", b"scn"):
+            values = tuple(float(v) for v in args if isinstance(v, (int, float)))
+            by_count = {count: name for name, count in COLOUR_OPERATORS.items()}
+            kind = op if op in COLOUR_OPERATORS else by_count.get(len(values))
+            if kind is not None and len(values) == COLOUR_OPERATORS[kind]:
+                colours[-1] = (kind, values)
+        elif op in SHOW_TEXT and not shown:
+            shown.append(colours[-1])  # pypdf hands a string over later, maybe after another colour was set
 
     def visit(text: str, cm: list[float], tm: list[float], font: Any, size: float) -> None:
         if not text.strip():
             if text and runs and not runs[-1].text.endswith(" "):
                 runs[-1].text += " "  # a space pypdf read between two strings
             return
+        colour = shown[0] if shown else colours[-1]
+        shown.clear()
         a, b = tm[0] * cm[0] + tm[1] * cm[2], tm[0] * cm[1] + tm[1] * cm[3]
         c, d = tm[2] * cm[0] + tm[3] * cm[2], tm[2] * cm[1] + tm[3] * cm[3]
         x, y = tm[4] * cm[0] + tm[5] * cm[2] + cm[4], tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
@@ -265,10 +301,10 @@ def _runs(page: Any) -> list[_Run]:
                         width = measure(piece) * size * length / 1000
                     except Exception:  # noqa: BLE001 - a width pypdf cannot tell: estimated instead
                         width = None
-                runs.append(_Run(piece, x, y, size * scale, bold, italic, (a / length, b / length), width))
+                runs.append(_Run(piece, x, y, size * scale, bold, italic, (a / length, b / length), width, colour))
                 y -= 1.2 * size * scale  # text after a break pypdf joined: the next line down
 
-    page.extract_text(visitor_text=visit)
+    page.extract_text(visitor_operand_before=operator, visitor_text=visit)
     return runs
 
 
@@ -530,7 +566,8 @@ def _draw(block: _Block, text: str, names: dict[tuple[bool, bool], str]) -> list
     bold, italic = block.style
     size, leading, lines = _fit(block, text)
     font = NameObject(names[bold, italic])
-    ops: list[tuple[list[Any], bytes]] = [([], b"BT"), ([FloatObject(0)], b"g"), ([font, FloatObject(size)], b"Tf")]
+    colour = _colour(block.lines[0].colour)
+    ops: list[tuple[list[Any], bytes]] = [([], b"BT"), colour, ([font, FloatObject(size)], b"Tf")]
     x, y = block.x0, block.first.y
     for line in lines:
         if block.centre is not None:
@@ -542,13 +579,21 @@ def _draw(block: _Block, text: str, names: dict[tuple[bool, bool], str]) -> list
     return ops
 
 
+def _colour(colour: tuple[bytes, tuple[float, ...]]) -> tuple[list[Any], bytes]:
+    from pypdf.generic import FloatObject
+
+    operator, values = colour
+    return [FloatObject(round(v, 4)) for v in values], operator
+
+
 def _as_was(block: _Block, names: dict[tuple[bool, bool], str]) -> list[tuple[list[Any], bytes]]:
     """A block not translated (no letter in it, or turned): each of its strings drawn again where it was."""
     from pypdf.generic import ByteStringObject, FloatObject, NameObject
 
-    ops: list[tuple[list[Any], bytes]] = [([], b"BT"), ([FloatObject(0)], b"g")]
+    ops: list[tuple[list[Any], bytes]] = [([], b"BT")]
     for line in block.lines:
         for run in line.runs:
+            ops.append(_colour(run.colour))
             dx, dy = run.direction
             ops.append(([NameObject(names[run.bold, run.italic]), FloatObject(round(run.size, 4))], b"Tf"))
             ops.append(([FloatObject(round(v, 4)) for v in (dx, dy, -dy, dx, run.x, run.y)], b"Tm"))

@@ -8,6 +8,7 @@ import io
 
 import pytest
 from pypdf import PdfReader
+from pypdf.generic import ContentStream
 
 from core.documents import DocumentError, read_document
 from core.pdf import SMALLEST, read_pdf, text_width
@@ -117,3 +118,38 @@ def test_characters_the_standard_fonts_lack_come_out_as_question_marks_not_error
     written = document.rebuild([("Öffnen Sie die Datei → jetzt ✓ «bitte»", [])], "de")
     text = PdfReader(io.BytesIO(written)).pages[0].extract_text()
     assert "Öffnen Sie die Datei ? jetzt ? «bitte»" in text
+
+
+def test_each_paragraph_keeps_the_fill_colour_its_text_had() -> None:
+    page = (
+        "q 0 0 1 rg BT /F1 11 Tf 72 700 Td (A blue link line) Tj ET Q\n"
+        "BT /F1 11 Tf 72 687 Td (then black text below it) Tj ET\n"
+        "1 0 0 rg BT /F2 11 Tf 72 640 Td (Red bold) Tj 0 g ( and more) Tj ET\n"
+        "0.1 0.2 0.3 0.4 k BT /F1 9 Tf 300 40 Td (12) Tj ET"
+    )
+    document = read_pdf(pdf_file([page]))
+    assert [(b.text, b.lines[0].colour) for b in document.blocks] == [
+        ("A blue link line", (b"rg", (0.0, 0.0, 1.0))),  # q/Q: the colour is the saved state's
+        ("then black text below it", (b"g", (0.0,))),  # another colour, another paragraph
+        ("Red bold and more", (b"rg", (1.0, 0.0, 0.0))),  # pypdf hands both strings over after "0 g": the first's
+        ("12", (b"k", (0.1, 0.2, 0.3, 0.4))),
+    ]
+    written = document.rebuild([(s.text.upper(), []) for s in document.segments], "de")
+    reader = PdfReader(io.BytesIO(written))
+    operations = ContentStream(reader.pages[0].get_contents(), reader).operations
+    last_restore = max(i for i, (_, op) in enumerate(operations) if op == b"Q")  # after it: what was drawn anew
+    drawn = [
+        (op, tuple(float(v) for v in args)) if op != b"Tj" else (op, str(args[0]))
+        for args, op in operations[last_restore:]
+        if op in (b"g", b"rg", b"k", b"Tj")
+    ]
+    assert drawn == [
+        (b"rg", (0.0, 0.0, 1.0)),
+        (b"Tj", "A BLUE LINK LINE"),
+        (b"g", (0.0,)),
+        (b"Tj", "THEN BLACK TEXT BELOW IT"),
+        (b"rg", (1.0, 0.0, 0.0)),
+        (b"Tj", "RED BOLD AND MORE"),
+        (b"k", (0.1, 0.2, 0.3, 0.4)),
+        (b"Tj", "12"),
+    ]
