@@ -26,12 +26,13 @@ import io
 import logging
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from core.markup import Links, Segment
 
+T = TypeVar("T")
 MEDIA_TYPE = "application/pdf"
 FONTS = {
     (False, False): "/Helvetica",
@@ -107,18 +108,12 @@ class _Line:
     @property
     def style(self) -> tuple[bool, bool]:
         """(bold, italic) of most of the line's characters."""
-        counts: dict[tuple[bool, bool], int] = {}
-        for run in self.runs:
-            counts[run.bold, run.italic] = counts.get((run.bold, run.italic), 0) + len(run.text.strip())
-        return max(counts, key=lambda style: counts[style])
+        return _most(((run.bold, run.italic), len(run.text.strip())) for run in self.runs)
 
     @property
     def colour(self) -> tuple[bytes, tuple[float, ...]]:
         """The fill colour of most of the line's characters."""
-        counts: dict[tuple[bytes, tuple[float, ...]], int] = {}
-        for run in self.runs:
-            counts[run.colour] = counts.get(run.colour, 0) + len(run.text.strip())
-        return max(counts, key=lambda colour: counts[colour])
+        return _most((run.colour, len(run.text.strip())) for run in self.runs)
 
     @property
     def text(self) -> str:
@@ -166,10 +161,7 @@ class _Block:
     @property
     def style(self) -> tuple[bool, bool]:
         """(bold, italic) of most of its characters: a paragraph that opens with a bold word stays regular."""
-        counts: dict[tuple[bool, bool], int] = {}
-        for line in self.lines:
-            counts[line.style] = counts.get(line.style, 0) + len(line.text)
-        return max(counts, key=lambda style: counts[style])
+        return _most((line.style, len(line.text)) for line in self.lines)
 
     @property
     def leading(self) -> float:
@@ -205,6 +197,14 @@ class _Block:
         if BULLET.match(self.lines[0].text) and line.x0 < self.x0 + 0.3 * size:
             return False  # a list item's lines are indented past its bullet: back at the bullet, a new paragraph
         return abs(line.x0 - self.x0) < 2.5 * size or (len(self.lines) == 1 and 0 < self.x0 - line.x0 < 4 * size)
+
+
+def _most(weighted: Iterable[tuple[T, int]]) -> T:
+    """The value with the largest total weight (the first of those tied)."""
+    totals: dict[T, int] = {}
+    for value, weight in weighted:
+        totals[value] = totals.get(value, 0) + weight
+    return max(totals, key=lambda value: totals[value])
 
 
 def text_width(text: str, size: float, bold: bool = False, italic: bool = False) -> float:
