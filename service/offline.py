@@ -92,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bundles", help="model bundle directories, comma-separated (MT_BUNDLES)")
     p.add_argument("--provider", choices=["auto", "cpu", "cuda"], help="execution provider (MT_PROVIDER)")
     p.add_argument("--threads", type=int, help="onnxruntime threads (MT_THREADS)")
+    p.add_argument("--languages", action="store_true", help="list the language pairs and models, and stop")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="the server's log lines on stderr")
     return p
@@ -254,6 +255,10 @@ async def run(
     fatal: list[str] = []
     app = create_app(settings, engine_loader=engine_loader, on_fatal=fatal.append)
     service: ServiceState = app.state.service
+    if args.languages:  # the bundles' manifests say it: no engine is loaded
+        for slot in service.models.slots:
+            stdout.write(f"{service.models.pair_of(slot) or 'unknown languages'}\t{slot.name}\n")
+        return 0
     glossary = read_glossary(args.glossary) if args.glossary else None
     files = args.files if args.files is not None else bool(args.inputs) and Path(args.inputs[0]).exists()
     progress = Progress(stderr, args.quiet)

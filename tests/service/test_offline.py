@@ -102,6 +102,15 @@ def test_nothing_is_written_over_and_a_bad_file_does_not_stop_the_others(tmp_pat
     assert status == 0 and (tmp_path / "a.de.txt").read_text() == "two one\n"
 
 
+def test_the_pairs_served_are_listed(tmp_path: Path) -> None:
+    bundles = [write_fake_bundle(tmp_path / p, name=f"fake-{p}", languages=p) for p in ("en-de", "de-en")]
+    args = parser().parse_args(["--languages"])
+    settings = settings_from(args, {}).model_copy(update={"bundles": bundles})
+    out = io.StringIO()
+    status = asyncio.run(run(args, settings, stdin=io.StringIO(), stdout=out, stderr=io.StringIO()))
+    assert status == 0 and out.getvalue() == "en→de\tfake-en-de\nde→en\tfake-de-en\n"
+
+
 def test_usage_errors_name_what_to_fix(tmp_path: Path) -> None:
     bundle = write_fake_bundle(tmp_path / "en-de")
     (tmp_path / "dir").mkdir()
