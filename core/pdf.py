@@ -5,7 +5,8 @@ widths and fonts (pypdf's text extraction, which decodes every kind of font it m
 baseline make a line, split where a wide gap separates them (table cells, columns), and dot leaders with their page
 number are kept apart; consecutive lines of one size and style, close below each other and starting near the same
 left edge make a block, a paragraph, which is what gets translated, and a line that opens a list item or a
-numbered entry starts one. Then every text-drawing operator is taken out of the page (and of the forms it draws),
+numbered entry starts one; a paragraph that runs over a page's end is translated whole and its translation shared
+out between its two halves. Then every text-drawing operator is taken out of the page (and of the forms it draws),
 everything else is kept as it is (pictures, lines, fills, links, the page's size and rotation), and each block's
 translation is drawn in its place: from the first line's baseline, at the block's size, wrapped to its width,
 centred where a lone line was centred on the page, in Helvetica (bold or italic where most of the block was), made
@@ -145,14 +146,7 @@ class _Block:
 
     @property
     def text(self) -> str:
-        out = ""
-        for line in self.lines:
-            text = line.text
-            if out.endswith("-") and len(out) > 1 and out[-2].isalpha() and text[:1].islower():
-                out = out[:-1] + text  # a word broken at the line's end
-            else:
-                out = f"{out} {text}" if out else text
-        return out
+        return _joined([line.text for line in self.lines])
 
     @property
     def size(self) -> float:
@@ -345,6 +339,57 @@ def _blocks(page_number: int, lines: list[_Line]) -> list[_Block]:
     return blocks
 
 
+SENTENCE_END = re.compile(r"[.!?:;…][\"'”’»)\]]*$")
+
+
+def _across_pages(blocks: list[_Block], translated: list[int]) -> list[list[int]]:
+    """The translated blocks as segments: each alone, but for a paragraph that runs over a page's end, whose two
+    halves are one segment (translated whole, then shared out). A page's last block of body text (its most common
+    size) that does not end a sentence continues in the next page's first block of the same size, style and left
+    edge, if that one starts in lower case."""
+    by_page: dict[int, list[int]] = {}
+    for i in translated:
+        by_page.setdefault(blocks[i].page, []).append(i)
+    follows: dict[int, int] = {}
+    for page, indices in by_page.items():
+        sizes = [round(blocks[i].size, 1) for i in indices]
+        body = max(set(sizes), key=sizes.count)
+        last = next((i for i in reversed(indices) if round(blocks[i].size, 1) == body), None)
+        if last is None or SENTENCE_END.search(blocks[last].text):
+            continue
+        block = blocks[last]
+        for j in by_page.get(page + 1, []):
+            other = blocks[j]
+            if round(other.size, 1) == body and other.style == block.style and abs(other.x0 - block.x0) < 0.5 * body:
+                if other.text[:1].islower():
+                    follows[last] = j
+                break
+    continued = set(follows.values())
+    return [[i, follows[i]] if i in follows else [i] for i in translated if i not in continued]
+
+
+def _joined(texts: list[str]) -> str:
+    """Lines (or a paragraph's halves either side of a page break) as one text, a word broken at a line's end joined
+    again."""
+    out = texts[0]
+    for text in texts[1:]:
+        if out.endswith("-") and len(out) > 1 and out[-2].isalpha() and text[:1].islower():
+            out = out[:-1] + text
+        else:
+            out = f"{out} {text}"
+    return out
+
+
+def _shared(text: str, shares: list[int]) -> list[str]:
+    """``text`` cut at spaces into as many parts as ``shares``, each about its share of the words."""
+    if len(shares) == 1:
+        return [text]
+    words = text.split()
+    cut = round(len(words) * shares[0] / max(1, sum(shares)))
+    cut = min(max(cut, 1), max(1, len(words) - 1))
+    return [" ".join(words[:cut]), " ".join(words[cut:])]
+
+
 def _set_room(blocks: list[_Block], left: float, right: float, bottom: float) -> None:
     """Each block's ``room``: up to the nearest text right of its first line on that baseline, else to the page's
     right edge less a margin as wide as the page's left one (the page's text is taken to be centred); and its
@@ -441,8 +486,10 @@ class PdfDocument:
         except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as err:
             raise PdfError(f"not a PDF that can be read: {err}") from None
         self.data = data
-        self.translated = [i for i, b in enumerate(self.blocks) if b.first.upright and LETTER.search(b.text)]
-        self.segments = [Segment(self.blocks[i].text, escape=False) for i in self.translated]
+        translated = [i for i, b in enumerate(self.blocks) if b.first.upright and LETTER.search(b.text)]
+        self.groups = _across_pages(self.blocks, translated)
+        """The blocks each segment is: one, or a paragraph's two halves either side of a page break."""
+        self.segments = [Segment(_joined([self.blocks[i].text for i in group]), escape=False) for group in self.groups]
 
     def rebuild(self, done: list[tuple[str, Links]], target_lang: str | None = None) -> bytes:
         if not self.blocks:
@@ -457,7 +504,10 @@ class PdfDocument:
     def _rebuild(self, done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
         from pypdf import PdfWriter
 
-        texts = {i: text for i, (text, _) in zip(self.translated, done, strict=True)}
+        texts: dict[int, str] = {}
+        for group, (text, _) in zip(self.groups, done, strict=True):
+            shares = [len(self.blocks[i].text) for i in group]
+            texts.update(zip(group, _shared(text, shares), strict=True))
         writer = PdfWriter(clone_from=self.reader)
         stripped: set[int] = set()
         by_page: dict[int, list[_Block]] = {}

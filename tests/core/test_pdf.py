@@ -153,3 +153,33 @@ def test_each_paragraph_keeps_the_fill_colour_its_text_had() -> None:
         (b"k", (0.1, 0.2, 0.3, 0.4)),
         (b"Tj", "12"),
     ]
+
+
+def test_a_paragraph_over_a_page_break_is_translated_whole_and_shared_out() -> None:
+    first = (
+        "BT /F1 11 Tf 13 TL 72 100 Td (Click Save to store your changes. The file is written) Tj T* (to the) Tj ET\n"
+        "BT /F1 9 Tf 300 40 Td (1) Tj ET"
+    )
+    second = (
+        "BT /F3 9 Tf 72 760 Td (Chapter one) Tj ET\n"  # the running header is drawn first, in another size
+        "BT /F1 11 Tf 13 TL 72 700 Td (disk at once.) Tj T* (Close the window when you are done.) Tj ET\n"
+        "BT /F1 11 Tf 72 660 Td (Open the file again.) Tj ET"
+    )
+    document = read_pdf(pdf_file([first, second]))
+    assert [s.text for s in document.segments] == [
+        "Click Save to store your changes. The file is written to the disk at once. Close the window when you are "
+        "done.",  # the second half ends the sentence, and the next line is still its paragraph's
+        "Chapter one",
+        "Open the file again.",
+    ]
+    words = document.segments[0].text.upper().split()
+    written = document.rebuild([(" ".join(words), []), ("KAPITEL EINS", []), ("OEFFNEN", [])], "de")
+    pages = [page.extract_text() for page in PdfReader(io.BytesIO(written)).pages]
+    on_first = pages[0].split()
+    assert on_first[: len(on_first) - 1] == words[: len(on_first) - 1] and on_first[-1] == "1"
+    halves = [len(document.blocks[i].text) for i in document.groups[0]]
+    assert halves == [60, 49]
+    assert len(on_first) - 1 == round(len(words) * 60 / (60 + 49))  # each half its share of the words, by length
+    assert " ".join(pages[1].split()).endswith("DONE. OEFFNEN") and "KAPITEL EINS" in pages[1]
+    with_end = read_pdf(pdf_file(["BT /F1 11 Tf 72 100 Td (The file is saved.) Tj ET", second]))
+    assert len(with_end.segments) == 4  # a page that ends a sentence: the next page's lines are their own
