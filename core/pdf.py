@@ -342,6 +342,29 @@ def _blocks(page_number: int, lines: list[_Line]) -> list[_Block]:
 SENTENCE_END = re.compile(r"[.!?:;…][\"'”’»)\]]*$")
 
 
+UNDRAWABLE_SHARE = 0.02
+"""A translation whose letters the standard fonts lack more often than this is refused, not drawn as "?"s."""
+
+
+def _check_drawable(texts: Iterable[str]) -> None:
+    """PdfError when the translations are in a script the standard fonts cannot draw (a model into Russian or
+    Greek, say): the PDF would come back as question marks. A stray symbol among Latin letters is drawn as "?"."""
+    letters = lacking = 0
+    for text in texts:
+        for ch in text:
+            if ch.isalpha():
+                letters += 1
+                try:
+                    ch.encode("cp1252")
+                except UnicodeEncodeError:
+                    lacking += 1
+    if letters and lacking > UNDRAWABLE_SHARE * letters:
+        raise PdfError(
+            f"{lacking} of the translation's {letters} letters are not in Windows-1252, which is all the PDF's "
+            "standard fonts can draw: translate this language's PDFs as text, or another kind of file"
+        )
+
+
 def _across_pages(blocks: list[_Block], translated: list[int]) -> list[list[int]]:
     """The translated blocks as segments: each alone, but for a paragraph that runs over a page's end, whose two
     halves are one segment (translated whole, then shared out). A page's last block of body text (its most common
@@ -508,6 +531,7 @@ class PdfDocument:
         for group, (text, _) in zip(self.groups, done, strict=True):
             shares = [len(self.blocks[i].text) for i in group]
             texts.update(zip(group, _shared(text, shares), strict=True))
+        _check_drawable(texts.values())
         writer = PdfWriter(clone_from=self.reader)
         stripped: set[int] = set()
         by_page: dict[int, list[_Block]] = {}

@@ -183,3 +183,10 @@ def test_a_paragraph_over_a_page_break_is_translated_whole_and_shared_out() -> N
     assert " ".join(pages[1].split()).endswith("DONE. OEFFNEN") and "KAPITEL EINS" in pages[1]
     with_end = read_pdf(pdf_file(["BT /F1 11 Tf 72 100 Td (The file is saved.) Tj ET", second]))
     assert len(with_end.segments) == 4  # a page that ends a sentence: the next page's lines are their own
+
+
+def test_a_translation_in_a_script_the_standard_fonts_lack_is_refused_not_drawn_as_question_marks() -> None:
+    document = read_document("a.pdf", pdf_file(["BT /F1 11 Tf 72 700 Td (Open the file now.) Tj ET"]))
+    with pytest.raises(DocumentError, match="not in Windows-1252"):
+        document.rebuild([("Откройте файл сейчас.", [])], "ru")
+    assert document.rebuild([("Öffnen Sie die Datei jetzt → sofort.", [])], "de")  # one arrow: drawn as "?"
