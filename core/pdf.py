@@ -9,8 +9,9 @@ numbered entry starts one; a paragraph that runs over a page's end is translated
 out between its two halves. Then every text-drawing operator is taken out of the page (and of the forms it draws),
 everything else is kept as it is (pictures, lines, fills, links, the page's size and rotation), and each block's
 translation is drawn in its place: from the first line's baseline, at the block's size, wrapped to its width,
-centred where a lone line was centred on the page, in Helvetica (bold or italic where most of the block was), made
-smaller, down to 70 %, where it would reach the text right of it or below it. Blocks without a letter (page numbers,
+centred where a lone line was centred on the page (set against its right edge where it was), in Helvetica (bold or
+italic where most of the block was), made smaller, down to 70 %, where it would reach the text right of it or below
+it. Blocks without a letter (page numbers,
 figures, leaders) and turned text are drawn again as they were. Each is drawn in the fill colour its text had.
 
 What this gives up: the document's own fonts (the translation needs letters a subset font may not have; the 14
@@ -140,6 +141,9 @@ class _Block:
     """How far down its translation may run: the top of the next text below it, else the page's bottom margin."""
     centre: float | None = None
     """Where a one-line block centred on the page is centred (its translation is too); None for the others."""
+    flush_right: float | None = None
+    """Where a one-line block set against the page's right text edge ends (its translation does too, growing to the
+    left as far as the nearest text on its baseline or the left margin); None for the others."""
 
     def __post_init__(self) -> None:
         self.first = self.lines[0].runs[0]
@@ -292,7 +296,7 @@ def _runs(page: Any) -> list[_Run]:
                 width = None
                 if measure is not None:
                     try:
-                        width = measure(piece) * size * length / 1000
+                        width = measure(piece.strip()) * size * length / 1000  # pypdf pads with spaces
                     except Exception:  # noqa: BLE001 - a width pypdf cannot tell: estimated instead
                         width = None
                 runs.append(_Run(piece, x, y, size * scale, bold, italic, (a / length, b / length), width, colour))
@@ -435,6 +439,13 @@ def _set_room(blocks: list[_Block], left: float, right: float, bottom: float) ->
             alone = starts.count(round(block.x0)) == 1  # no other text starts at its left edge
             if alone and abs(middle - (left + right) / 2) < 0.01 * (right - left) and block.x0 - left > 2 * block.size:
                 block.centre = middle
+            elif alone and middle > (left + right) / 2 and abs(block.lines[0].x1 - edge) < 1.0:
+                end, start = block.lines[0].x1, left + margin
+                for other in blocks:
+                    for line in other.lines if other is not block else ():
+                        if abs(line.y - first.y) < first.size and line.x1 < block.x0:
+                            start = max(start, line.x1 + 0.5 * first.size)
+                block.flush_right, block.room = end, end + (block.x0 - start)
     for block in blocks:
         last, floor = block.lines[-1].y, bottom + margin
         x0, x1 = block.x0, max(block.x0 + block.width, block.room if len(block.lines) == 1 else 0)
@@ -646,6 +657,8 @@ def _draw(block: _Block, text: str, names: dict[tuple[bool, bool], str]) -> list
     for line in lines:
         if block.centre is not None:
             x = block.centre - text_width(line, size, bold, italic) / 2
+        elif block.flush_right is not None:
+            x = block.flush_right - text_width(line, size, bold, italic)
         ops.append(([FloatObject(round(v, 4)) for v in (1, 0, 0, 1, x, y)], b"Tm"))
         ops.append(([ByteStringObject(line.encode("cp1252", "replace"))], b"Tj"))
         y -= leading

@@ -190,3 +190,20 @@ def test_a_translation_in_a_script_the_standard_fonts_lack_is_refused_not_drawn_
     with pytest.raises(DocumentError, match="not in Windows-1252"):
         document.rebuild([("Откройте файл сейчас.", [])], "ru")
     assert document.rebuild([("Öffnen Sie die Datei jetzt → sofort.", [])], "de")  # one arrow: drawn as "?"
+
+
+def test_a_line_set_against_the_right_edge_stays_there_growing_to_the_left() -> None:
+    alone = read_pdf(pdf_file(["BT /F1 10 Tf 72 760 Td (Chapter one) Tj ET"])).blocks[0].first
+    assert alone.width is not None
+    x = 540 - alone.width  # ends at the right text edge of a page with 72-point margins
+    page = (
+        f"BT /F1 10 Tf 72 760 Td (A guide) Tj ET\nBT /F1 10 Tf {x:.3f} 760 Td (Chapter one) Tj ET\n"
+        "BT /F1 11 Tf 72 700 Td (Some text of the body.) Tj ET"
+    )
+    document = read_pdf(pdf_file([page]))
+    header = next(b for b in document.blocks if b.text == "Chapter one")
+    assert header.flush_right == pytest.approx(540, abs=0.01) and header.centre is None
+    texts = {"A guide": "EIN LEITFADEN", "Chapter one": "KAPITEL EINS UND ZWEI", "Some text of the body.": "TEXT"}
+    written = document.rebuild([(texts[s.text], []) for s in document.segments], "de")
+    again = next(b for b in read_pdf(written).blocks if b.text == "KAPITEL EINS UND ZWEI").first
+    assert again.x < x and again.x + text_width(again.text.strip(), again.size) == pytest.approx(540, abs=0.5)
