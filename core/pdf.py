@@ -48,7 +48,7 @@ SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}
 SMALLEST = 0.7
 """A translation that does not fit its block is drawn smaller, down to this share of the block's size."""
 LETTER = re.compile(r"[^\W\d_]")
-logging.getLogger("pypdf").setLevel(logging.ERROR)  # a damaged file is refused once, not warned about at each object
+logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # a damaged file is refused or read once, not logged per object
 BULLET = re.compile(r"^(?:[•◦▪‣∙·*\u2013\u2014-]|\(?\d{1,3}[.)]|\d{1,3}(?:\.\d{1,3})+\.?|\(?[a-z][.)])\s")
 """A line that starts a list item or a numbered heading (a table of contents' entries) starts a block of its own."""
 LEADERS = re.compile(r"^\s*(?:[.·…_]\s*){3,}\S*\s*$")

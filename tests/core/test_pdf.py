@@ -5,6 +5,7 @@ everything else on the page is as it was."""
 from __future__ import annotations
 
 import io
+import random
 
 import pytest
 from pypdf import PdfReader
@@ -207,3 +208,19 @@ def test_a_line_set_against_the_right_edge_stays_there_growing_to_the_left() -> 
     written = document.rebuild([(texts[s.text], []) for s in document.segments], "de")
     again = next(b for b in read_pdf(written).blocks if b.text == "KAPITEL EINS UND ZWEI").first
     assert again.x < x and again.x + text_width(again.text.strip(), again.size) == pytest.approx(540, abs=0.5)
+
+
+def test_a_damaged_pdf_with_forms_colours_and_turned_text_is_translated_or_refused_never_a_crash() -> None:
+    from tests.core.test_documents_fuzz import MUTATIONS, damaged, reverse
+
+    original = _sample()
+    rng = random.Random("pdf-forms-62")
+    outcomes = {"translated": 0, "refused": 0}
+    for _ in range(MUTATIONS):
+        try:
+            document = read_document("x.pdf", damaged(original, rng))
+            document.rebuild([reverse(s.text) for s in document.segments], "de")
+            outcomes["translated"] += 1
+        except DocumentError:
+            outcomes["refused"] += 1
+    assert outcomes["translated"] and outcomes["refused"]  # (with this seed: 23 and 37) and nothing else raised
