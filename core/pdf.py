@@ -254,11 +254,14 @@ def _measure(font: Any, fonts: dict[int, Any]) -> Callable[[str], float] | None:
 
 COLOUR_OPERATORS = {b"g": 1, b"rg": 3, b"k": 4}
 """The fill colour operators of the device colour spaces, and their operand counts."""
+BY_OPERANDS = {count: name for name, count in COLOUR_OPERATORS.items()}
+"""``sc``/``scn`` in a device colour space: the operator of the same operand count."""
 
 
-def _runs(page: Any) -> list[_Run]:
+def _runs(page: Any, fonts: dict[int, Any]) -> list[_Run]:
+    """The page's strings as drawn; ``fonts`` holds each font's widths as modelled (``_measure``), for the whole
+    document."""
     runs: list[_Run] = []
-    fonts: dict[int, Any] = {}
     black: tuple[bytes, tuple[float, ...]] = (b"g", (0.0,))
     colours = [black]  # the fill colour of each graphics state saved (q) and the current one, last
     shown: list[tuple[bytes, tuple[float, ...]]] = []  # the colour of the first string drawn since the last run
@@ -270,8 +273,7 @@ def _runs(page: Any) -> list[_Run]:
             colours.pop()
         elif op in COLOUR_OPERATORS or op in (b"sc", b"scn"):
             values = tuple(float(v) for v in args if isinstance(v, (int, float)))
-            by_count = {count: name for name, count in COLOUR_OPERATORS.items()}
-            kind = op if op in COLOUR_OPERATORS else by_count.get(len(values))
+            kind = op if op in COLOUR_OPERATORS else BY_OPERANDS.get(len(values))
             if kind is not None and len(values) == COLOUR_OPERATORS[kind]:
                 colours[-1] = (kind, values)
         elif op in SHOW_TEXT and not shown:
@@ -510,8 +512,9 @@ class PdfDocument:
             if self.reader.is_encrypted and not self.reader.decrypt(""):
                 raise PdfError("the PDF is encrypted with a password: send it unlocked")
             self.blocks: list[_Block] = []
+            fonts: dict[int, Any] = {}
             for number, page in enumerate(self.reader.pages):
-                blocks = _blocks(number, _lines(_runs(page)))
+                blocks = _blocks(number, _lines(_runs(page, fonts)))
                 box = page.mediabox
                 _set_room(blocks, float(box.left), float(box.right), float(box.bottom))
                 self.blocks += blocks
@@ -545,20 +548,18 @@ class PdfDocument:
         _check_drawable(texts.values())
         writer = PdfWriter(clone_from=self.reader)
         stripped: set[int] = set()
-        by_page: dict[int, list[_Block]] = {}
-        for block in self.blocks:
-            by_page.setdefault(block.page, []).append(block)
+        by_page: dict[int, list[int]] = {}
+        for index, block in enumerate(self.blocks):
+            by_page.setdefault(block.page, []).append(index)
         for number, page in enumerate(writer.pages):
-            blocks = by_page.get(number, [])
-            if not blocks:
+            if number not in by_page:
                 continue
             names = _add_fonts(page)
-            operations = [([], b"q"), *_without_text(page.get_contents(), writer, stripped), ([], b"Q")]
-            for index, block in enumerate(self.blocks):
-                if block.page == number:
-                    translated = texts.get(index)
-                    operations += _as_was(block, names) if translated is None else _draw(block, translated, names)
-            _replace_contents(page, operations, writer)
+            operations = [([], b"q"), *_without_text(page.get_contents(), writer), ([], b"Q")]
+            for index in by_page[number]:
+                block, translated = self.blocks[index], texts.get(index)
+                operations += _as_was(block, names) if translated is None else _draw(block, translated, names)
+            page.replace_contents(_stream(operations, writer))
             page.compress_content_streams()
             self._strip_forms(page, writer, stripped)
         if target_lang:
@@ -577,12 +578,7 @@ class PdfDocument:
             if key in stripped:
                 continue
             stripped.add(key)
-            operations = _without_text(form, writer, stripped)
-            from pypdf.generic import ContentStream
-
-            stream = ContentStream(None, writer)
-            stream.operations = operations
-            form.set_data(stream.get_data())
+            form.set_data(_stream(_without_text(form, writer), writer).get_data())
 
 
 def _forms(resources: Any, seen: set[int]) -> Iterator[Any]:
@@ -600,7 +596,7 @@ def _forms(resources: Any, seen: set[int]) -> Iterator[Any]:
         yield from _forms(xobject.get("/Resources"), seen)
 
 
-def _without_text(contents: Any, writer: Any, stripped: set[int]) -> list[tuple[list[Any], bytes]]:
+def _without_text(contents: Any, writer: Any) -> list[tuple[list[Any], bytes]]:
     from pypdf.generic import ContentStream
 
     if contents is None:
@@ -609,12 +605,13 @@ def _without_text(contents: Any, writer: Any, stripped: set[int]) -> list[tuple[
     return [(operands, op) for operands, op in stream.operations if op not in SHOW_TEXT]
 
 
-def _replace_contents(page: Any, operations: list[tuple[list[Any], bytes]], writer: Any) -> None:
+def _stream(operations: list[tuple[list[Any], bytes]], writer: Any) -> Any:
+    """A content stream of ``operations``."""
     from pypdf.generic import ContentStream
 
     stream = ContentStream(None, writer)
     stream.operations = operations
-    page.replace_contents(stream)
+    return stream
 
 
 def _add_fonts(page: Any) -> dict[tuple[bool, bool], str]:
