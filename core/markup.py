@@ -5,11 +5,19 @@ words the engine aligned to the source words it enclosed.
 ``<br>``, ...), with its inline elements (``<b>``, ``<a href>``, ``<span>``, ...) as character spans over that
 text. Markup outside segments is kept byte for byte, attributes included (start tags are copied as written).
 Never translated: the content of ``<pre>``, ``<script>``, ``<style>``, ``<textarea>`` and of any element with
-``translate="no"`` outside a sentence; inside a sentence, ``<code>`` and ``translate="no"`` elements and URLs in
-the text become placeholders (``{1}``, which the models copy like the catalog placeholders they were trained
-on) and come back verbatim. ``render`` puts a segment's translation back: tags around the aligned words, nested
-as in the input, never empty; a placeholder the translation lost is put at the end of its segment, so nothing is
-dropped.
+``translate="no"`` (or Google's ``class="notranslate"``) outside a sentence; inside a sentence, ``<code>`` and such
+elements and URLs in the text become placeholders (``{1}``, which the models copy like the catalog placeholders
+they were trained on) and come back verbatim. ``render`` puts a segment's translation back: tags around the
+aligned words, nested as in the input, never empty; a placeholder the translation lost is put at the end of its
+segment, so nothing is dropped.
+
+``parse_xml`` reads XML the way DeepL's ``tag_handling: xml`` does, where no element's meaning is known: tag names
+keep their case; an element splits the text where its parent holds no text of its own (``<doc><title>..</title>
+<para>..</para></doc>``: the outline), and is inline where its parent does (``<para>Click <b>Save</b></para>``); an
+empty element (``<x id="1"/>``, ``<x id="1"></x>``) inside a sentence is a placeholder. ``Tags`` carries DeepL's
+options, for HTML and XML alike: elements whose content is never translated (``ignore_tags``), that always or never
+split sentences (``splitting_tags``, ``non_splitting_tags``), and whether the outline is read at all
+(``outline_detection``; without it only the splitting tags split).
 """
 
 from __future__ import annotations
@@ -33,6 +41,43 @@ MAX_DEPTH = 512
 _PLACEHOLDER = re.compile(r"\{(\d+)\}")
 _URL = re.compile(r"(?:https?|ftp)://[^\s<>\"']+[^\s<>\"'.,;:!?)\]]")
 _TOKEN = re.compile(r"\S+")
+TAG_NAME = re.compile(r"[A-Za-z_][\w.:-]{0,99}")
+"""An element name as ``Tags`` takes it (XML's names, ASCII)."""
+
+
+@dataclass(frozen=True)
+class Tags:
+    """How elements are read beyond what their names say (DeepL's tag options); names are matched ignoring case."""
+
+    ignore: frozenset[str] = frozenset()
+    """Elements whose content is never translated: placeholders inside a sentence, copied as they are outside."""
+    splitting: frozenset[str] = frozenset()
+    """Elements that always split the text (a block)."""
+    non_splitting: frozenset[str] = frozenset()
+    """Elements that never split it (inline), where they would."""
+    outline: bool = True
+    """XML: read which elements split from where the text is (see the module's docstring); False: only
+    ``splitting`` does."""
+
+    @classmethod
+    def of(
+        cls,
+        ignore: Sequence[str] = (),
+        splitting: Sequence[str] = (),
+        non_splitting: Sequence[str] = (),
+        outline: bool = True,
+    ) -> Tags:
+        """From lists of names; a name that is not one raises MarkupError."""
+        sets = []
+        for names in (ignore, splitting, non_splitting):
+            for name in names:
+                if not TAG_NAME.fullmatch(name):
+                    raise MarkupError(f"{name!r} is not an element name")
+            sets.append(frozenset(name.lower() for name in names))
+        return cls(sets[0], sets[1], sets[2], outline)
+
+
+NO_TAGS = Tags()
 
 
 Links = Sequence[tuple[int, int] | tuple[int, int, float]]
@@ -82,8 +127,13 @@ class Document:
 
 
 class _Parser(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, tags: Tags = NO_TAGS, layout: _Layout | None = None, xml: bool = False) -> None:
         super().__init__(convert_charrefs=False)
+        self.tags = tags
+        self.layout = layout
+        """Where the text is, element by element: XML's, and HTML's where ``tags`` ignores some by name."""
+        self.xml = xml
+        self._element = -1  # the index of the element last started, in document order (XML)
         self.parts: list[str | int] = []
         self.segments: list[Segment] = []
         self._text: list[str] = []  # the current segment's text pieces
@@ -124,26 +174,57 @@ class _Parser(HTMLParser):
 
     # -- HTMLParser callbacks -------------------------------------------------------------------------
 
+    def _ignored(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        values = dict(attrs)
+        return (
+            tag in self.tags.ignore
+            or values.get("translate") == "no"
+            or values.get("its:translate") == "no"
+            or "notranslate" in (values.get("class") or "").split()
+        )
+
+    def _kind(self, tag: str, attrs: list[tuple[str, str | None]]) -> str:
+        """What a start tag begins: "opaque" (copied as it is), "literal" (a placeholder), "inline" (a span) or
+        "block" (a segment boundary)."""
+        tags, no, layout = self.tags, self._ignored(tag, attrs), self.layout
+        if self.xml:
+            assert layout is not None
+            block = tag in tags.splitting or (
+                tag not in tags.non_splitting and tags.outline and layout.splits(self._element)
+            )
+            if block:
+                return "opaque" if no else "block"
+            return "literal" if no or layout.empty(self._element) else "inline"
+        if tag in OPAQUE:
+            return "opaque"
+        inline = (tag in INLINE or tag in LITERAL or tag in tags.non_splitting) and tag not in tags.splitting
+        if tag in tags.ignore and tag not in tags.splitting and layout is not None:
+            inline = inline or not layout.splits(self._element)  # a tag of the client's own, inside a sentence
+        if no or tag in LITERAL:
+            return "literal" if inline else "opaque"
+        return "inline" if inline else "block"
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         raw = self.get_starttag_text() or f"<{tag}>"
+        self._element += 1
         if self._raw is not None:
             self._raw.append(raw)
             if tag == self._raw_name:
                 self._raw_depth += 1
             return
-        if tag in VOID:
+        if tag in VOID and not self.xml:
             self._markup(raw)
             return
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise MarkupError(f"the markup nests more than {MAX_DEPTH} elements deep")
-        no = dict(attrs).get("translate") == "no"
-        if tag in OPAQUE or (no and tag not in INLINE | LITERAL):
+        kind = self._kind(tag, attrs)
+        if kind == "opaque":
             self._markup("")
             self._start_raw(raw, tag, literal=False)
-        elif tag in LITERAL or no:
+        elif kind == "literal":
             self._start_raw(raw, tag, literal=True)
-        elif tag in INLINE:
+        elif kind == "inline":
             span = Span(self._length, self._length, raw, tag, len(self._open))
             self._open.append(span)
             self._spans.append(span)
@@ -152,8 +233,11 @@ class _Parser(HTMLParser):
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         raw = self.get_starttag_text() or f"<{tag}/>"
+        self._element += 1
         if self._raw is not None:
             self._raw.append(raw)
+        elif self.xml and self._kind(tag, attrs) != "block":
+            self._literal(raw)  # an empty element inside a sentence keeps its place
         else:
             self._markup(raw)
 
@@ -176,15 +260,17 @@ class _Parser(HTMLParser):
                 if self._raw_depth == 0:
                     self._end_raw()
             return
-        if tag in VOID:
+        if tag in VOID and not self.xml:
             self._markup(raw)
             return
-        if tag in INLINE and any(span.name == tag for span in self._open):
+        if any(span.name == tag for span in self._open):
             while self._open:
                 span = self._open.pop()
                 span.end = self._length
                 span.closed = span.name == tag
                 if span.name == tag:
+                    if raw != f"</{tag}>":
+                        span.end_tag = raw  # as written: XML's names keep their case
                     break
             self._depth -= 1
             return
@@ -277,10 +363,89 @@ def _plain_markup(text: str, spans: list[Span]) -> str:
     return "".join(out)
 
 
-def parse_html(markup: str) -> Document:
-    parser = _Parser()
+def parse_html(markup: str, tags: Tags = NO_TAGS) -> Document:
+    parser = _Parser(tags, _Layout.of(markup, VOID) if tags.ignore else None)
     parser.feed(markup)
     return parser.finish()
+
+
+def parse_xml(markup: str, tags: Tags = NO_TAGS) -> Document:
+    """XML (a document or a fragment) as DeepL's ``tag_handling: xml`` reads it (the module's docstring)."""
+    parser = _Parser(tags, _Layout.of(markup), xml=True)
+    parser.feed(markup)
+    return parser.finish()
+
+
+class _Layout(HTMLParser):
+    """Where an XML document's text is: for each element, in document order, its parent and whether it holds text
+    of its own or other elements."""
+
+    def __init__(self, void: frozenset[str] = frozenset()) -> None:
+        super().__init__(convert_charrefs=False)
+        self.void = void  # elements without content or end tag (HTML's)
+        self.parent: list[int] = []
+        self.text: list[bool] = []
+        self.children: list[bool] = []
+        self.top_text = False  # text outside every element (a fragment's)
+        self._open: list[tuple[str, int]] = []
+
+    @classmethod
+    def of(cls, markup: str, void: frozenset[str] = frozenset()) -> _Layout:
+        layout = cls(void)
+        layout.feed(markup)
+        layout.close()
+        return layout
+
+    def splits(self, element: int) -> bool:
+        """The element's parent (or the fragment around it) holds no text of its own: the element is outline."""
+        parent = self.parent[element] if element < len(self.parent) else -1
+        return not (self.text[parent] if parent >= 0 else self.top_text)
+
+    def empty(self, element: int) -> bool:
+        return element < len(self.text) and not self.text[element] and not self.children[element]
+
+    def _element(self) -> int:
+        index = len(self.parent)
+        parent = self._open[-1][1] if self._open else -1
+        self.parent.append(parent)
+        self.text.append(False)
+        self.children.append(False)
+        if parent >= 0:
+            self.children[parent] = True
+        return index
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        element = self._element()
+        if tag not in self.void:
+            self._open.append((tag, element))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._element()
+
+    def handle_endtag(self, tag: str) -> None:
+        for depth in range(len(self._open) - 1, -1, -1):
+            if self._open[depth][0] == tag:
+                del self._open[depth:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self._mark_text()
+
+    def handle_entityref(self, name: str) -> None:
+        self._mark_text()
+
+    def handle_charref(self, name: str) -> None:
+        self._mark_text()
+
+    def unknown_decl(self, data: str) -> None:  # CDATA: text
+        self._mark_text()
+
+    def _mark_text(self) -> None:
+        if self._open:
+            self.text[self._open[-1][1]] = True
+        else:
+            self.top_text = True
 
 
 def _tokens(text: str) -> list[tuple[int, int]]:

@@ -78,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
         help="source language code, or auto to detect it (once a file); default: the model --to picks, as the API's",
     )
     p.add_argument("--model", help="a model by name, as the API's 'model' (instead of --from/--to)")
-    p.add_argument("--format", choices=["text", "html", "markdown"], default="text", help="of texts (not files)")
+    p.add_argument("--format", choices=["text", "html", "xml", "markdown"], default="text", help="of texts (not files)")
     p.add_argument(
         "--glossary", type=Path, help="terms: a JSON object {term: translation}, or term<TAB>translation lines"
     )

@@ -6,10 +6,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from core.markup import Tags
 from core.translation import DecodeOptions
 from inference.glossary import MAX_TERM_CHARS, MAX_TERMS, Glossary
 
 _DEFAULTS = DecodeOptions()
+
+
+MAX_TAG_NAMES = 100
+"""Element names a request's ignore_tags, splitting_tags or non_splitting_tags may give, each."""
 
 
 class TranslateRequest(BaseModel):
@@ -96,12 +101,34 @@ class TranslateRequest(BaseModel):
         max_length=200,
         description="The model to use, by name (GET /models); instead of, or checked against, the languages.",
     )
-    format: Literal["text", "html", "markdown"] = Field(
+    format: Literal["text", "html", "xml", "markdown"] = Field(
         "text",
         description="html: texts are HTML; the text is translated without its tags and each inline tag (b, i, a, "
         "span, ...) is put back around the words the engine aligned to the ones it enclosed; attributes, URLs, "
-        'code, pre, script and translate="no" stay as they are. markdown: the same for emphasis and links; link '
-        "targets, code and URLs stay as they are. One translation per text, without alternatives or attention.",
+        'code, pre, script, translate="no" and class="notranslate" stay as they are. xml: the same for XML, whose '
+        "elements split the text where their parent holds no text of its own and are inline where it does "
+        "(outline_detection); empty elements inside a sentence keep their place. markdown: the same for emphasis "
+        "and links; link targets, code and URLs stay as they are. One translation per text, without alternatives "
+        "or attention.",
+    )
+    ignore_tags: list[str] | None = Field(
+        None,
+        max_length=MAX_TAG_NAMES,
+        description="html, xml: elements whose content is never translated (copied as it is, in its place).",
+        examples=[["x", "keep"]],
+    )
+    splitting_tags: list[str] | None = Field(
+        None, max_length=MAX_TAG_NAMES, description="html, xml: elements that always split the text into parts."
+    )
+    non_splitting_tags: list[str] | None = Field(
+        None,
+        max_length=MAX_TAG_NAMES,
+        description="html, xml: elements that never split it (inline, their words tagged in the translation).",
+    )
+    outline_detection: bool = Field(
+        True,
+        description="xml: read which elements split the text from where the text is; false: only splitting_tags "
+        "split, every other element is inline.",
     )
     glossary: dict[str, str] | None = Field(
         None,
@@ -128,6 +155,19 @@ class TranslateRequest(BaseModel):
         if value is not None:
             Glossary(value)  # GlossaryError (a ValueError) names the entry
         return value
+
+    @model_validator(mode="after")
+    def _tags_for_markup(self) -> TranslateRequest:
+        given = [n for n in ("ignore_tags", "splitting_tags", "non_splitting_tags") if getattr(self, n)]
+        if given and self.format not in ("html", "xml"):
+            raise ValueError(f"{given[0]} needs format html or xml (format is {self.format})")
+        self.tags()  # a name that is none raises MarkupError, a ValueError
+        return self
+
+    def tags(self) -> Tags:
+        return Tags.of(
+            self.ignore_tags or (), self.splitting_tags or (), self.non_splitting_tags or (), self.outline_detection
+        )
 
     @model_validator(mode="after")
     def _html_gives_one_translation(self) -> TranslateRequest:

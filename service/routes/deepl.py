@@ -3,7 +3,7 @@ server.
 
 Its field names, response shapes and status codes, as DeepL's API documentation and its Python client (``deepl``)
 have them: ``POST v2/translate`` (``text`` a list, ``source_lang`` optional: detected when absent, ``target_lang``
-with DeepL's regional codes ``EN-GB``/``EN-US``/``PT-BR``/``PT-PT`` read as the language, ``tag_handling: html``,
+with DeepL's regional codes ``EN-GB``/``EN-US``/``PT-BR``/``PT-PT`` read as the language, ``tag_handling``,
 ``split_sentences``, ``glossary_id``/``glossary_ids``), ``v2/languages``, ``v2/usage``, glossaries
 (``v2/glossaries`` of one language pair, ``v3/glossaries`` of several, ``v2/glossary-language-pairs``; kept by
 service/glossary_store.py, applied as the server's own glossaries, inference/glossary.py) and documents
@@ -11,10 +11,13 @@ service/glossary_store.py, applied as the server's own glossaries, inference/glo
 ``Authorization: DeepL-Auth-Key <MT_API_KEY>``; errors are ``{"message": ...}``. Behind it is the server's own
 /translate path: the same model choice, limits, batching and metrics.
 
+``tag_handling: xml`` with ``ignore_tags``, ``splitting_tags``, ``non_splitting_tags`` and ``outline_detection`` is
+core/markup.py's ``parse_xml`` (the tag lists work with ``html`` too), so tools that wrap their placeholders in XML
+for DeepL (Weblate sends ``<x id="7"></x>`` with ``ignore_tags: ["x"]``) get them back in place.
+
 What DeepL offers and a plain translation model cannot is refused with a 400 that says so rather than ignored:
-``formality`` other than ``default``/``prefer_*``, ``tag_handling: xml``, ``ignore_tags``/``splitting_tags``/
-``non_splitting_tags``, style rules and translation memories. ``context`` and ``model_type`` are accepted and do
-nothing (the text is translated as it would be without them).
+``formality`` other than ``default``/``prefer_*``, style rules and translation memories. ``context`` and
+``model_type`` are accepted and do nothing (the text is translated as it would be without them).
 """
 
 from __future__ import annotations
@@ -69,10 +72,9 @@ tell it still works on it."""
 STALE_S = 60.0
 """A document another replica queued or is translating whose state has not been written for this long: that replica
 stopped (it was killed, or its machine went) and the document will not be done; its status says so."""
+TAG_LISTS = ("ignore_tags", "splitting_tags", "non_splitting_tags")
+"""Fields naming elements: a list, or names separated by commas."""
 UNSUPPORTED = {
-    "ignore_tags": 'tags whose content stays untranslated: mark them translate="no" (tag_handling html)',
-    "splitting_tags": "splitting or non-splitting tags: with tag_handling html the block tags split sentences",
-    "non_splitting_tags": "splitting or non-splitting tags: with tag_handling html the block tags split sentences",
     "style_id": "style rules",
     "translation_memory_id": "translation memories",
     "custom_instructions": "custom instructions",
@@ -185,13 +187,19 @@ _TEXTS = {
 _SOURCE = {"type": "string", "description": "EN, DE, ...; detected when absent.", "example": "EN"}
 _TARGET = {"type": "string", "description": "DE, EN-GB, EN-US, ...", "example": "DE"}
 _BOOLEAN = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["0", "1", "true", "false"]}]}
+_TAG_NAMES = {
+    "oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],
+    "description": "Element names, a list or comma-separated.",
+}
 _GLOSSARY_ID = {"type": "string", "description": "A glossary of v2/glossaries (needs source_lang)."}
 _TRANSLATE_BODY = request_body(
     {
         "text": _TEXTS,
         "source_lang": _SOURCE,
         "target_lang": _TARGET,
-        "tag_handling": {"type": "string", "enum": ["html"]},
+        "tag_handling": {"type": "string", "enum": ["html", "xml"]},
+        "outline_detection": {**_BOOLEAN, "description": "xml: read the text's outline from where the text is."},
+        **{name: _TAG_NAMES for name in TAG_LISTS},
         "split_sentences": {
             "oneOf": [{"type": "string", "enum": ["0", "1", "nonewlines"]}, {"type": "integer", "enum": [0, 1]}],
             "default": "1",
@@ -226,7 +234,7 @@ def _error(err: DeepLError | ApiError | StoreError) -> JSONResponse:
 
 async def _params(request: Request) -> dict[str, Any]:
     try:
-        params = await read_params(request, frozenset({"text", *UNSUPPORTED}))
+        params = await read_params(request, frozenset({"text", *TAG_LISTS, *UNSUPPORTED}))
     except BadBody as err:
         raise DeepLError(400, str(err)) from None
     empty = next((name for name, value in params.items() if value is None), None)
@@ -291,7 +299,7 @@ def _flag(params: dict[str, Any], name: str) -> bool:
 
 def _check_types(params: dict[str, Any]) -> None:
     """The fields accepted without effect must still be what DeepL documents them to be."""
-    for name in ("show_billed_characters", "preserve_formatting", "outline_detection"):
+    for name in ("show_billed_characters", "preserve_formatting"):
         _flag(params, name)
     for name in ("context", "model_type"):
         if params.get(name) is not None and not isinstance(params[name], str):
@@ -301,10 +309,24 @@ def _check_types(params: dict[str, Any]) -> None:
 def _format(params: dict[str, Any]) -> str:
     tags = params.get("tag_handling")
     if tags in (None, ""):
+        given = next((name for name in TAG_LISTS if params.get(name) not in (None, "", [])), None)
+        if given is not None:
+            raise DeepLError(400, f"Parameter '{given}' needs tag_handling html or xml.")
         return "text"
-    if tags == "html":
-        return "html"
-    raise DeepLError(400, f"Value for 'tag_handling' not supported: {tags!r}; this server handles html")
+    if tags in ("html", "xml"):
+        return str(tags)
+    raise DeepLError(400, f"Value for 'tag_handling' not supported: {tags!r}; use html or xml")
+
+
+def _tag_names(params: dict[str, Any], name: str) -> list[str] | None:
+    """``ignore_tags`` and the like: a list of names, or one string of names separated by commas (or both)."""
+    value = params.get(name)
+    if value in (None, "", []):
+        return None
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise DeepLError(400, f"Value for '{name}' not supported: send element names, a list or comma-separated")
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
 def _split(params: dict[str, Any]) -> bool:
@@ -337,6 +359,10 @@ def _request(
             source_lang=source,
             target_lang=target,
             format=_format(params),  # type: ignore[arg-type]
+            ignore_tags=_tag_names(params, "ignore_tags"),
+            splitting_tags=_tag_names(params, "splitting_tags"),
+            non_splitting_tags=_tag_names(params, "non_splitting_tags"),
+            outline_detection=_flag(params, "outline_detection") if "outline_detection" in params else True,
             split_sentences=_split(params),
             glossary=terms,
         )

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from core.documents import KINDS, DocumentError, read_document
 from core.markdown import parse_markdown
-from core.markup import Document, Links, MarkupError, parse_html, render
+from core.markup import Document, Links, MarkupError, Tags, parse_html, parse_xml, render
 from core.reading import Reading, answer, read
 from core.sentences import Split, fit, split_sentences, whole_text
 from core.translation import DecodeOptions, Translation
@@ -130,7 +130,7 @@ async def translate_texts(
     fields["model"] = f"{model.name} {model.version}"
     documents = None
     if body.format != "text":
-        documents = await asyncio.to_thread(_parse, texts, body.format)
+        documents = await asyncio.to_thread(_parse, texts, body.format, body.tags())
         texts = [segment.text for document in documents for segment in document.segments]
     # a full queue refuses at once, before the sentence splitting and tokenization it would waste
     service.batcher.check_room(sum(1 for t in texts if t.strip()))
@@ -199,12 +199,14 @@ async def _decode(
     return looked.translations
 
 
-def _parse(texts: list[str], text_format: str) -> list[Document]:
-    parse = parse_markdown if text_format == "markdown" else parse_html
+def _parse(texts: list[str], text_format: str, tags: Tags) -> list[Document]:
     documents = []
     for i, text in enumerate(texts):
         try:
-            documents.append(parse(text))
+            if text_format == "markdown":
+                documents.append(parse_markdown(text))
+            else:
+                documents.append((parse_xml if text_format == "xml" else parse_html)(text, tags))
         except MarkupError as err:
             raise ApiError(422, "validation", f"text[{i}] cannot be translated as {text_format}: {err}") from None
     return documents

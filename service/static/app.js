@@ -221,7 +221,7 @@
   }
 
   function buildRequest(glossary) {
-    const markup = $("format").value; // html, markdown: one translation, no attention (the tags carry the alignment)
+    const markup = $("format").value; // html, xml, markdown: one translation, no attention (the tags carry the alignment)
     const html = markup !== "text";
     const attention = !html && $("show-attention").checked;
     return {

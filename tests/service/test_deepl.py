@@ -72,7 +72,64 @@ def test_html_keeps_its_markup(translator: deepl.Translator) -> None:
     )
     assert result.text == "<p>now <b>Save</b> Click</p>"
     with pytest.raises(deepl.DeepLException, match="tag_handling"):
-        translator.translate_text("<x>a</x>", source_lang="EN", target_lang="DE", tag_handling="xml")
+        translator.translate_text("<x>a</x>", source_lang="EN", target_lang="DE", tag_handling="json")
+    kept = translator.translate_text(
+        '<p>Say <keep>Foo Bar</keep> twice <span class="x">here</span></p>',
+        source_lang="EN",
+        target_lang="DE",
+        tag_handling="html",
+        ignore_tags="keep,code",
+        splitting_tags=["span"],
+    )
+    assert kept.text == '<p>twice <keep>Foo Bar</keep> Say <span class="x">here</span></p>'
+
+
+def test_xml_keeps_its_outline_its_inline_tags_and_what_is_ignored(translator: deepl.Translator) -> None:
+    source = (
+        '<?xml version="1.0"?>\n<Doc>\n <Title>Big news</Title>\n <Para>Click <B>Save</B> now &amp; then</Para>\n'
+        ' <Para><Keep>v1 x</Keep> notes here<Br/> see <Ref id="7"></Ref></Para>\n</Doc>'
+    )
+    result = translator.translate_text(
+        source, source_lang="EN", target_lang="DE", tag_handling="xml", ignore_tags="Keep"
+    )
+    assert result.text == (
+        '<?xml version="1.0"?>\n<Doc>\n <Title>news Big</Title>\n <Para>then &amp; now <B>Save</B> Click</Para>\n'
+        ' <Para><Ref id="7"></Ref> see here<Br/> notes <Keep>v1 x</Keep></Para>\n</Doc>'
+    )
+    # without the outline only the splitting tags split: the title's words and the paragraph's are one sentence,
+    # which the fake engine turns around
+    flat = "<Doc><Title>a b</Title> <Para>c d</Para></Doc>"
+    assert (
+        translator.translate_text(
+            flat, source_lang="EN", target_lang="DE", tag_handling="xml", outline_detection=False
+        ).text
+        == "<Doc><Para>d c</Para> <Title>b a</Title></Doc>"
+    )
+    assert (
+        translator.translate_text(
+            flat, source_lang="EN", target_lang="DE", tag_handling="xml", outline_detection=False, splitting_tags="Para"
+        ).text
+        == "<Doc><Title>b a</Title> <Para>d c</Para></Doc>"
+    )
+
+
+def test_weblates_placeholders_come_back_in_place(server: ThreadServer) -> None:
+    """Weblate's DeepL machinery sends JSON with its placeholders as ``<x id="N"></x>`` and ``ignore_tags: ["x"]``,
+    the text XML-escaped."""
+    body = {
+        "text": ['Hello <x id="6"></x>, you have <x id="25"></x> files &lt;new&gt;', "Plain text"],
+        "source_lang": "EN",
+        "target_lang": "DE",
+        "formality": "default",
+        "tag_handling": "xml",
+        "ignore_tags": ["x"],
+    }
+    r = server.client.post("/deepl/v2/translate", json=body, headers={"Authorization": "DeepL-Auth-Key k"})
+    assert r.status_code == 200, r.text
+    assert [t["text"] for t in r.json()["translations"]] == [
+        '&lt;new&gt; files <x id="25"></x> have you <x id="6"></x>, Hello',
+        "text Plain",
+    ]
 
 
 def test_split_sentences_0_translates_a_text_as_one_sentence(translator: deepl.Translator) -> None:
@@ -234,7 +291,10 @@ def test_form_encoded_bodies_with_text_repeated(server: ThreadServer) -> None:
         ({"text": ["a"], "target_lang": "DE", "source_lang": "e n"}, "not a language code"),
         ({"text": [1], "target_lang": "DE"}, "list of strings"),
         ({"text": ["a"], "target_lang": "DE", "formality": "more"}, "no formality control"),
-        ({"text": ["a"], "target_lang": "DE", "ignore_tags": ["x"]}, "'ignore_tags' is not supported"),
+        ({"text": ["a"], "target_lang": "DE", "ignore_tags": ["x"]}, "'ignore_tags' needs tag_handling"),
+        ({"text": ["a"], "target_lang": "DE", "tag_handling": "xml", "ignore_tags": ["a b"]}, "not an element name"),
+        ({"text": ["a"], "target_lang": "DE", "tag_handling": "xml", "splitting_tags": [1]}, "element names"),
+        ({"text": ["<a><b>x</a>"], "target_lang": "DE", "tag_handling": "yaml"}, "use html or xml"),
         ({"text": ["a"], "target_lang": "DE", "split_sentences": "2"}, "split_sentences"),
         ({"text": ["a"], "target_lang": "DE", "glossary_id": "x"}, "requires the 'source_lang'"),
         ({"text": ["a"], "target_lang": "DE", "source_lang": "EN", "glossary_id": "x"}, "Glossary not found"),

@@ -1,4 +1,4 @@
-"""format "html" on /translate: markup comes back whole, hostile markup gets a clear 4xx and never a 5xx."""
+"""format "html" and "xml" on /translate: markup comes back whole, hostile markup gets a clear 4xx and never a 5xx."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ def test_html_comes_back_with_its_tags_around_the_same_words(shared_server: Thre
         ({"text": "<b>x</b>", "format": "html", "n_best": 2, "beam_size": 4}, "format html returns one translation"),
         ({"text": "<b>x</b>", "format": "html", "return_attention": True}, "format html returns one translation"),
         ({"text": "x", "format": "docx"}, "format"),
+        ({"text": "<k>x</k>", "ignore_tags": ["k"]}, "ignore_tags needs format html or xml"),
+        ({"text": "<k>x</k>", "format": "xml", "splitting_tags": ["<k>"]}, "not an element name"),
+        ({"text": "<k>x</k>", "format": "xml", "non_splitting_tags": ["k"] * 101}, "at most 100"),
+        ({"text": "<k>" * 600 + "deep", "format": "xml"}, "nests more than"),
     ],
 )
 def test_what_cannot_be_done_safely_is_a_422(
@@ -38,6 +42,21 @@ def test_what_cannot_be_done_safely_is_a_422(
     assert message in r.text
 
 
+def test_xml_keeps_its_outline_and_what_the_client_names(shared_server: ThreadServer) -> None:
+    text = '<Doc><Title>The news</Title><P>Press <Key>Ctrl</Key> and <x id="1"/> <Code>a b</Code></P></Doc>'
+    body = {"text": text, "format": "xml", "ignore_tags": ["code"]}
+    r = shared_server.client.post("/translate", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["translations"][0]["text"] == (
+        '<Doc><Title>news The</Title><P><Code>a b</Code> <x id="1"/> and <Key>Ctrl</Key> Press</P></Doc>'
+    )
+    flat = shared_server.client.post("/translate", json={**body, "outline_detection": False, "splitting_tags": ["P"]})
+    assert flat.json()["translations"][0]["text"] == (
+        '<Doc><Title>news The</Title><P><Code>a b</Code> <x id="1"/> and <Key>Ctrl</Key> Press</P></Doc>'
+    )
+
+
+@pytest.mark.parametrize("text_format", ["html", "xml"])
 @pytest.mark.parametrize(
     "text",
     [
@@ -52,8 +71,8 @@ def test_what_cannot_be_done_safely_is_a_422(
         "<div>" * 10_000 + "deep",  # over MT_MAX_CHARS: 413 before any parsing
     ],
 )
-def test_hostile_markup_never_breaks_the_server(shared_server: ThreadServer, text: str) -> None:
-    r = shared_server.client.post("/translate", json={"text": text, "format": "html"})
+def test_hostile_markup_never_breaks_the_server(shared_server: ThreadServer, text: str, text_format: str) -> None:
+    r = shared_server.client.post("/translate", json={"text": text, "format": text_format, "ignore_tags": ["b"]})
     assert r.status_code in (200, 413, 422), r.text
 
 
