@@ -561,9 +561,25 @@ def _inside(inner: Span, outer: Span) -> bool:
     return outer.depth < inner.depth and outer.start <= inner.start and inner.end <= outer.end
 
 
+_TRAILING = re.compile(r"[.,;:!?)\]»«“”\"'’]+(?=\s|$)")
+"""Punctuation ending a token, which an element closing there leaves outside unless its source text ended so."""
+_LEADING = re.compile(r"[(\[«»„“‚‘\"'¿¡]+")
+"""Punctuation starting a token, which an element opening there leaves outside unless its source text began so."""
+
+
+def _punctuated(segment: Segment, index: int, start: bool = False) -> bool:
+    """The span's source text begins (``start``) or ends with punctuation."""
+    span = segment.spans[index]
+    text = segment.text[span.start : span.end].strip()
+    if not text:
+        return False
+    return bool(_LEADING.match(text)) if start else _TRAILING.search(text + " ", len(text) - 1) is not None
+
+
 def _assemble(segment: Segment, target: str, tokens: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> str:
-    """Open each span before its first token and close it after its last. The ranges nest or are disjoint
-    (``render`` makes them so), so closing in reverse order of opening is always right."""
+    """Open each span before its first token and close it after its last (before the token's closing punctuation
+    where the span's source ended without). The ranges nest or are disjoint (``render`` makes them so), so closing
+    in reverse order of opening is always right."""
     opens: dict[int, list[int]] = {}
     for index, (first, _) in enumerate(ranges):
         opens.setdefault(first, []).append(index)
@@ -574,10 +590,19 @@ def _assemble(segment: Segment, target: str, tokens: list[tuple[int, int]], rang
     position = 0
     for t, (start, end) in enumerate(tokens):
         out.append(_escape(target[position:start], {}, used, escape))
+        opening = opens.get(t, [])
+        lead = _LEADING.match(target, start, end) if opening else None
+        if lead is not None and lead.end() < end and not any(_punctuated(segment, i, start=True) for i in opening):
+            out.append(_escape(lead.group(0), {}, used, escape))  # "(<em>schon" where the source's had no "("
+            start = lead.end()
         # wider ranges open first, so that narrower ones nest inside them
-        for index in sorted(opens.get(t, []), key=lambda i: (-ranges[i][1], segment.spans[i].depth)):
+        for index in sorted(opening, key=lambda i: (-ranges[i][1], segment.spans[i].depth)):
             out.append(segment.spans[index].start_tag)
             stack.append(index)
+        closing = [i for i in stack if ranges[i][1] == t]
+        trail = _TRAILING.search(target, start, end) if closing else None
+        if trail is not None and trail.start() > start and not any(_punctuated(segment, i) for i in closing):
+            end = trail.start()  # "<b>Speichern</b>," where the source's element held no punctuation at its end
         out.append(_escape(target[start:end], segment.literals, used, escape))
         while stack and ranges[stack[-1]][1] == t:
             out.append(segment.spans[stack.pop()].closing)

@@ -57,7 +57,8 @@ class WordAlignment:
     source_words: list[str]
     target_words: list[str]
     weights: list[list[float]]
-    """(target words, source words): piece attention summed over source pieces, averaged over target pieces."""
+    """(target words, source words): piece attention (weighed by the bundle's lexicon, inference/alignment.py) summed
+    over source pieces, averaged over the target word's pieces that hold a letter or digit."""
     links: list[list[int]]
     """For each target word, the source word indices it attends to most."""
 

@@ -53,7 +53,7 @@ from core.graphs import (
 )
 from core.tokenizer import Tokenizer, TokenizerError
 from core.translation import DecodeOptions, Hypothesis, Translation, WordAlignment
-from inference.alignment import piece_attention, word_alignment
+from inference.alignment import LEXICAL_BOOST, Lexicon, piece_attention, word_alignment
 from inference.beam_search import BeamSearch, Finished, SearchOptions, Stepper
 from inference.capture import GATE
 from inference.clock_state import ClockState
@@ -478,6 +478,10 @@ class Engine:
         """Those sessions (raw), by role and lane."""
         self.shortlist: Shortlist | None = None
         """With ``load(shortlist=True)``: the bundle's vocabulary shortlist, which the running sets' steps use."""
+        self.lexicon: Lexicon | None = None
+        """The bundle's lexicon (its shortlist's table), which weighs the word alignments; None without one."""
+        self.lexical_boost = LEXICAL_BOOST
+        """How much (inference/alignment.py); 0 aligns by the attention alone."""
         self.shortlist_most = SHORTLIST_MOST
         """A running set whose sentences' lists together hold more than this share of the vocabulary decodes with the
         whole vocabulary: the shortlisted step, whose projection onnxruntime cannot pre-pack, costs more there."""
@@ -638,6 +642,7 @@ class Engine:
             engine.static_warm = static_warm
         if shortlist:
             _open_shortlist(engine, step_options, providers)
+        engine.lexicon = Lexicon.load(bundle, manifest)
         if static_step or engine.provider == "CUDAExecutionProvider":
             engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
         if lanes > 1:
@@ -936,7 +941,8 @@ class Engine:
         if options.return_attention:
             best = hypotheses[0]
             assert best.attention is not None
-            alignment = word_alignment(pieces, best.pieces, best.attention)
+            links = self.lexicon.links(ids, best.token_ids) if self.lexicon is not None else None
+            alignment = word_alignment(pieces, best.pieces, best.attention, links, self.lexical_boost)
         return Translation(pieces, hypotheses, alignment, truncated_source=truncated)
 
     def check_ids(self, ids: list[int], source: Hashable) -> None:

@@ -1,8 +1,9 @@
 """A client's glossary: source terms that must come out as the client's own target terms.
 
 The model translates the sentence as it would anyway; then, for each glossary term found in the source whose target
-term the translation lacks, the target words the engine aligned to the term's source words (its cross-attention,
-``inference/alignment.py``) are replaced by the client's term. The model's grammar around the term stays, and a
+term the translation lacks, the target words the engine aligned to the term's source words (its cross-attention
+weighed by the bundle's lexicon, ``inference/alignment.py``; where that gives the term no word, the attention alone)
+are replaced by the client's term. The model's grammar around the term stays, and a
 translation that already holds the term is left alone.
 
 Reading the terms as placeholders instead (the way literals are kept, core/protect.py) puts every term in, but the
@@ -144,15 +145,19 @@ def apply(translation: Translation, text: str, terms: list[Term]) -> tuple[Trans
     term_words = [[i for i, (a, b) in enumerate(spans) if a < term.end and b > term.start] for term in terms]
     hypotheses, alignment, outcome = [], translation.alignment, Outcome(found=len(terms))
     for rank, hypothesis in enumerate(translation.hypotheses):
-        aligned = alignment if rank == 0 else None
-        if aligned is None and hypothesis.attention is not None:
-            aligned = word_alignment(translation.source_pieces, hypothesis.pieces, hypothesis.attention)
+        # the attention alone: where the engine's alignment (weighed by the lexicon) gives a term no word, the model's
+        # own attention still says which word stands for it ("ein Ende" for "a means to an end": the lexicon links
+        # "Ende" to "end", the attention to "means")
+        attended = None
+        if hypothesis.attention is not None:
+            attended = word_alignment(translation.source_pieces, hypothesis.pieces, hypothesis.attention)
+        aligned = alignment if rank == 0 else attended
         if aligned is None or len(aligned.source_words) != len(spans):
             hypotheses.append(hypothesis)
             if rank == 0:
                 outcome = dataclasses.replace(outcome, unplaced=sum(not _holds(hypothesis.text, t) for t in terms))
             continue
-        new, aligned, counts = _replace(hypothesis, aligned, terms, term_words)
+        new, aligned, counts = _replace(hypothesis, aligned, terms, term_words, attended)
         hypotheses.append(new)
         if rank == 0:
             alignment, outcome = aligned, dataclasses.replace(outcome, replaced=counts[0], unplaced=counts[1])
@@ -164,8 +169,14 @@ def _holds(text: str, term: Term) -> bool:
 
 
 def _replace(
-    hypothesis: Hypothesis, alignment: WordAlignment, terms: list[Term], term_words: list[list[int]]
+    hypothesis: Hypothesis,
+    alignment: WordAlignment,
+    terms: list[Term],
+    term_words: list[list[int]],
+    attended: WordAlignment | None = None,
 ) -> tuple[Hypothesis, WordAlignment, tuple[int, int]]:
+    """``attended``: the same hypothesis aligned by attention alone, asked where ``alignment`` places a term
+    nowhere."""
     words = list(alignment.target_words)
     if " ".join(words) != hypothesis.text:  # the text is not its pieces' words (an unknown piece): leave it
         return hypothesis, alignment, (0, sum(not _holds(hypothesis.text, t) for t in terms))
@@ -177,6 +188,9 @@ def _replace(
         if _holds(hypothesis.text, term):
             continue
         run = _run(links, weights, set(sources), words, len(term.target.split()))
+        if run is None and attended is not None and attended is not alignment:
+            plain = np.asarray(attended.weights, dtype=np.float64).reshape(weights.shape)
+            run = _run([list(link) for link in attended.links], plain, set(sources), words, len(term.target.split()))
         if run is None:
             unplaced += 1
         else:

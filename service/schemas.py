@@ -247,7 +247,10 @@ class WordLink(BaseModel):
     source: int = Field(description="Index of the source word.")
     target_word: str
     source_word: str
-    weight: float = Field(description="Attention mass between the two words (0..1).")
+    weight: float = Field(
+        description="Attention mass between the two words (0..1), weighed up where the bundle's lexicon lists the "
+        "target word's pieces among the source word's translations."
+    )
 
 
 class SentenceTranslation(BaseModel):

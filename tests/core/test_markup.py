@@ -128,7 +128,7 @@ def test_a_bold_word_stays_bold_where_the_translation_puts_it() -> None:
     segment = parse_html("<p>Click <b>Save</b> to store your changes.</p>").segments[0]
     target = "Klicken Sie auf Speichern, um Ihre Änderungen zu speichern."
     links = [(0, 0), (1, 0), (2, 0), (3, 1), (4, 2), (5, 4), (6, 5), (7, 2), (8, 3)]
-    assert render(segment, target, links) == "Klicken Sie auf <b>Speichern,</b> um Ihre Änderungen zu speichern."
+    assert render(segment, target, links) == "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu speichern."
 
 
 def test_urls_attributes_code_and_opaque_elements_are_not_touched() -> None:
@@ -147,6 +147,15 @@ def test_urls_attributes_code_and_opaque_elements_are_not_touched() -> None:
         '<span translate="no">Bob Smith</span>',
     ):
         assert kept in output
+
+
+def test_a_tag_leaves_the_punctuation_after_its_last_word_outside_unless_its_source_held_some() -> None:
+    segment = parse_html("<p><b>Warning:</b> the <i>disk</i> is full (<em>again</em>).</p>").segments[0]
+    target = "Warnung: die Festplatte, ist voll (schon wieder)."
+    links = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 5)]
+    assert render(segment, target, links) == (
+        "<b>Warnung:</b> die <i>Festplatte</i>, ist voll (<em>schon wieder</em>)."
+    )
 
 
 def test_a_lost_literal_is_put_back_at_the_end_of_its_segment() -> None:
@@ -174,9 +183,9 @@ def test_with_weights_a_source_word_keeps_its_strongest_target_word() -> None:
     target = "Klicken Sie auf Speichern, um Ihre Änderungen zu speichern."
     # "Sie" and "auf" attend to "Save" too, less than "Speichern," does
     links = [(0, 0, 0.9), (1, 1, 0.3), (2, 1, 0.35), (3, 1, 0.6), (4, 2, 0.5), (5, 4, 0.8), (6, 5, 0.9), (7, 2, 0.4)]
-    assert render(segment, target, links) == "Klicken Sie auf <b>Speichern,</b> um Ihre Änderungen zu speichern."
+    assert render(segment, target, links) == "Klicken Sie auf <b>Speichern</b>, um Ihre Änderungen zu speichern."
     unweighted = [(t, s) for t, s, _ in links]
-    assert render(segment, target, unweighted, copies=False).startswith("Klicken <b>Sie auf Speichern,</b>")
+    assert render(segment, target, unweighted, copies=False).startswith("Klicken <b>Sie auf Speichern</b>,")
 
 
 def test_a_url_in_the_text_is_not_translated() -> None:

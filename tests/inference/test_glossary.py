@@ -113,6 +113,25 @@ def test_what_is_left_alone() -> None:
     assert out.best.text == "Öffnen Sie die  Akte {1} im Fenster." and outcome.unplaced == 1
 
 
+def test_where_the_engines_alignment_gives_a_term_no_word_the_attention_alone_does() -> None:
+    """The lexicon can link the word the model wrote for a term to another source word ("ein Ende" for "a means to
+    an end": "Ende" is a translation of "end"); the attention still says it stands for the term."""
+    source = "a means to an end"
+    done = translation(source, "ein Ende", [0, 1])  # the attention: "Ende" attends to "means"
+    assert done.alignment is not None
+    lexical = WordAlignment(
+        done.alignment.source_words, done.alignment.target_words, [[1, 0, 0, 0, 0], [0, 0.4, 0, 0, 0.6]], [[0], [4]]
+    )
+    out, outcome = apply(
+        dataclasses.replace(done, alignment=lexical), source, Glossary({"means": "Mittel"}).find(source)
+    )
+    assert out.best.text == "ein Mittel" and (outcome.replaced, outcome.unplaced) == (1, 0)
+    # where the engine's alignment places the term, it decides
+    lexical.links[0], lexical.links[1] = [1], [4]
+    out, _ = apply(dataclasses.replace(done, alignment=lexical), source, Glossary({"means": "Mittel"}).find(source))
+    assert out.best.text == "Mittel Ende"
+
+
 def test_every_hypothesis_gets_the_term() -> None:
     source = "Enter your password."
     done = translation(source, "Geben Sie Ihr Passwort ein.", [0, 0, 1, 2, 0], n_best=3)
