@@ -101,10 +101,9 @@ def word_alignment(
     weights = np.zeros((len(target_words), len(source_words)), dtype=np.float64)
     np.add.at(weights, target_index[counted], by_source[counted])
     weights /= np.bincount(target_index[counted], minlength=len(target_words))[:, None]
-    links = [[int(np.argmax(row))] for row in weights]
     return WordAlignment(
         source_words=source_words,
         target_words=target_words,
         weights=[[round(float(w), 6) for w in row] for row in weights],
-        links=links,
+        links=[[int(np.argmax(row))] for row in weights],
     )
