@@ -1,6 +1,7 @@
 """Whole files to translate: plain text, HTML, Markdown, gettext catalogs, XLIFF (core/xliff.py), app string
-resources (core/resources.py), subtitles (core/subtitles.py), office documents (core/office.py) and e-books
-(core/epub.py), as segments and back.
+resources (core/resources.py), subtitles (core/subtitles.py), office documents (core/office.py), e-books
+(core/epub.py), PDF (core/pdf.py) and any other XML (DocBook, DITA, a program's own: core/markup.py's
+``parse_xml``, DeepL's ``tag_handling: xml`` reading), as segments and back.
 
 ``read_document(name, data)`` gives a ``DocumentFile``: the segments to translate (core/markup.py's, so inline
 markup goes back by the word alignment) and ``rebuild(translations, target_lang)``, which writes the file again
@@ -12,6 +13,7 @@ placeholders in the source's order in ``c-format``/``python-format`` entries). F
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from typing import Any
 
 from core import epub, office, pdf
 from core.markdown import parse_markdown
-from core.markup import Document, Links, Segment, parse_html, render
+from core.markup import Document, Links, MarkupError, Segment, parse_html, parse_xml, render
 from core.resources import ResourceError, read_android, read_apple_strings, read_json, read_properties
 from core.strings import Protected, protect, restore
 from core.subtitles import read_subtitles
@@ -45,7 +47,16 @@ RESOURCE_KINDS = {
     ".properties": "text/x-java-properties",
 }
 """App string resources (core/resources.py): their own encodings, no charset claimed."""
-KINDS = {**TEXT_KINDS, **RESOURCE_KINDS, **office.KINDS, ".epub": epub.MEDIA_TYPE, ".pdf": pdf.MEDIA_TYPE}
+XML_KINDS = {".dbk": "application/docbook+xml", ".dita": "application/dita+xml"}
+"""XML read as XML, whatever its vocabulary (as is a ``.xml`` file whose root is not Android's ``<resources>``)."""
+KINDS = {
+    **TEXT_KINDS,
+    **RESOURCE_KINDS,
+    **XML_KINDS,
+    **office.KINDS,
+    ".epub": epub.MEDIA_TYPE,
+    ".pdf": pdf.MEDIA_TYPE,
+}
 _ORDERED_FLAGS = ("c-format", "python-format", "php-format", "sh-format", "objc-format")
 
 
@@ -105,6 +116,8 @@ def read_document(name: str, data: bytes) -> DocumentFile:
         except office.PackageError as err:
             raise DocumentError(str(err)) from None
         return DocumentFile(package.segments, package.rebuild, media_type(name))
+    if suffix in XML_KINDS or (suffix == ".xml" and _root(data) != "resources"):
+        return _xml(name, data)
     if suffix in RESOURCE_KINDS:
         readers = {".xml": read_android, ".strings": read_apple_strings, ".properties": read_properties}
         try:
@@ -153,6 +166,45 @@ def _lines(text: str) -> Document:
         parts.append(len(segments) - 1)
         parts.append(line[start + len(body) :])
     return Document(parts, segments)
+
+
+def _root(data: bytes) -> str | None:
+    """The name of an XML file's root element; None where it is no XML (its reader says why)."""
+    from lxml import etree
+
+    try:
+        for _, element in etree.iterparse(io.BytesIO(data), events=("start",), resolve_entities=False, no_network=True):
+            return str(element.tag)
+    except etree.XMLSyntaxError:
+        return None
+    return None
+
+
+def _xml(name: str, data: bytes) -> DocumentFile:
+    """Any XML: its text translated where ``parse_xml`` finds it (elements holding text are where sentences are, the
+    others their outline), every tag, comment, declaration and entity of its own kept, in the file's own encoding
+    (characters it cannot hold written as character references)."""
+    from lxml import etree
+
+    try:
+        tree = etree.parse(io.BytesIO(data), office.xml_parser())
+    except etree.XMLSyntaxError as err:
+        raise DocumentError(f"{name}: not XML: {err}") from None
+    encoding = (tree.docinfo.encoding or "utf-8").lower()
+    try:
+        text = data.decode("utf-8-sig" if encoding == "utf-8" else encoding)
+        document = parse_xml(text)
+    except (LookupError, UnicodeDecodeError) as err:
+        raise DocumentError(f"{name}: cannot be read as {encoding}, the encoding it declares: {err}") from None
+    except MarkupError as err:
+        raise DocumentError(f"{name}: {err}") from None
+    bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
+
+    def rebuild(done: list[tuple[str, Links]], _: str | None) -> bytes:
+        written = _join(document, done).decode("utf-8")
+        return (bom + written).encode(encoding, "xmlcharrefreplace")
+
+    return DocumentFile(document.segments, rebuild, media_type(name))
 
 
 def _join(document: Document, done: list[tuple[str, Links]]) -> bytes:

@@ -12,7 +12,8 @@ aligned words, nested as in the input, never empty; a placeholder the translatio
 segment, so nothing is dropped.
 
 ``parse_xml`` reads XML the way DeepL's ``tag_handling: xml`` does, where no element's meaning is known: tag names
-keep their case; an element splits the text where its parent holds no text of its own (``<doc><title>..</title>
+keep their case; entities other than XML's five are the document's own and stay as written (placeholders inside a
+sentence); an element splits the text where its parent holds no text of its own (``<doc><title>..</title>
 <para>..</para></doc>``: the outline), and is inline where its parent does (``<para>Click <b>Save</b></para>``); an
 empty element (``<x id="1"/>``, ``<x id="1"></x>``) inside a sentence is a placeholder. ``Tags`` carries DeepL's
 options, for HTML and XML alike: elements whose content is never translated (``ignore_tags``), that always or never
@@ -78,6 +79,8 @@ class Tags:
 
 
 NO_TAGS = Tags()
+XML_ENTITIES = frozenset({"amp", "lt", "gt", "quot", "apos"})
+"""The entities XML itself defines; XML's others are the document's own (its DTD's), kept as they are."""
 
 
 Links = Sequence[tuple[int, int] | tuple[int, int, float]]
@@ -289,6 +292,9 @@ class _Parser(HTMLParser):
         self._add_text(data[position:])
 
     def handle_entityref(self, name: str) -> None:
+        if self.xml and name not in XML_ENTITIES and self._raw is None:
+            self._literal(f"&{name};")  # a document's own entity (DocBook's &product;): kept as it is, in its place
+            return
         self._entity(f"&{name};")
 
     def handle_charref(self, name: str) -> None:
@@ -310,7 +316,8 @@ class _Parser(HTMLParser):
         self._verbatim(f"<?{data}>")
 
     def unknown_decl(self, data: str) -> None:
-        self._verbatim(f"<![{data}]>")
+        # HTMLParser hands over "CDATA[text" of "<![CDATA[text]]>", and "if !IE" of "<![if !IE]>"
+        self._verbatim(f"<![{data}]]>" if data.startswith("CDATA[") else f"<![{data}]>")
 
     def _verbatim(self, raw: str) -> None:
         if self._raw is not None:

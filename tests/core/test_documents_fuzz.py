@@ -26,6 +26,8 @@ SMALL = {
     "md": b"# Hi\n\nSome **bold** text and `code`.\n",
     "txt": b"Hello\nthere\n",
     "arb": b'{"@@locale": "en", "a": "Hello {name}", "@a": {"description": "x"}}',
+    "dbk": b'<?xml version="1.0"?>\n<!DOCTYPE book SYSTEM "d.dtd">\n<book><title>Hi &product;</title><!-- c -->'
+    b"<para>Click <guibutton>Save</guibutton> &amp; <xref linkend='a'/> go<![CDATA[ x < y ]]></para></book>",
 }
 MUTATIONS = 60
 
@@ -79,4 +81,4 @@ def test_a_damaged_file_is_translated_or_refused_never_a_crash(kind: str) -> Non
 def test_every_kind_is_fuzzed() -> None:
     """A kind the route takes is fuzzed here, or read by the same code as one that is (a new kind fails this)."""
     fuzzed = {f".{k}" for k in set(documents.KINDS) | set(SMALL)}
-    assert KINDS.keys() - fuzzed == {".htm", ".pot", ".xliff", ".odp", ".ods"}
+    assert KINDS.keys() - fuzzed == {".htm", ".pot", ".xliff", ".odp", ".ods", ".dita"}

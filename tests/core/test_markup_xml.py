@@ -106,6 +106,10 @@ def test_tag_options() -> None:
     assert [s.text for s in flat.segments] == ["One two threeFour five six"]
     by_tags = parse_xml(markup, Tags.of(outline=False, splitting=["p"], non_splitting=["doc"]))
     assert [s.text for s in by_tags.segments] == ["One two three", "Four five six"]
+    its = parse_xml('<doc><p>Run <cmd its:translate="no">ls -l</cmd> now</p><p translate="no">Keep</p></doc>')
+    assert [s.text for s in its.segments] == ["Run {1} now"] and '<p translate="no">Keep</p>' in "".join(
+        p for p in its.parts if isinstance(p, str)
+    )
     with pytest.raises(MarkupError, match="not an element name"):
         Tags.of(ignore=["a b"])
 

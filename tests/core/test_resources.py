@@ -143,11 +143,55 @@ def test_java_properties_read_back_by_an_independent_reader() -> None:
         ("a.json", b"{nope", "not JSON"),
         ("a.json", b"[" * 5000 + b"]" * 5000, "too deep"),
         ("a.json", b"[" * 300 + b'"hello"' + b"]" * 300, "more than 200 levels"),
-        ("a.xml", b"<layout/>", "not an Android string resource"),
         ("a.xml", b"<resources", "not XML"),
+        ("a.xml", b"<layout><p>a</layout>", "not XML"),  # not Android's: any XML, which this is not
+        ("a.dita", b"<topic>&undefined;</topic>", "not XML"),
+        ("a.xml", b'<?xml version="1.0" encoding="nonsense"?><p>a</p>', "not XML|encoding"),
         ("a.strings", b"just words", 'no "key" = "value"'),
     ],
 )
 def test_what_is_not_a_resource_is_refused(name: str, data: bytes, message: str) -> None:
     with pytest.raises(DocumentError, match=message):
         read_document(name, data)
+
+
+DOCBOOK = """<?xml version="1.0" encoding="ISO-8859-1"?>
+<!DOCTYPE book SYSTEM "docbook.dtd">
+<book lang="en">
+  <title>The Manual</title>
+  <!-- kept as it is -->
+  <chapter id="c1">
+    <para>Install &product; with <command>make install</command> and click <guibutton>Save</guibutton>.</para>
+    <para><![CDATA[if (a < b)]]> stays, caf\u00e9 too.</para>
+  </chapter>
+</book>
+"""
+
+
+@pytest.mark.parametrize("name", ["manual.xml", "manual.dbk", "topic.dita"])
+def test_any_other_xml_is_translated_where_its_text_is_in_its_own_encoding(name: str) -> None:
+    data = DOCBOOK.encode("latin-1")
+    document = read_document(name, data)
+    assert [s.text for s in document.segments][:2] == ["The Manual", "Install {1} with make install and click Save."]
+    # a translation the file's encoding cannot hold comes back as character references
+    out = document.rebuild([(s.text.upper() + " \u0151", [(0, 0)]) for s in document.segments])
+    root = etree.fromstring(out, etree.XMLParser(resolve_entities=False, load_dtd=False))
+    assert out.startswith(b'<?xml version="1.0" encoding="ISO-8859-1"?>\n<!DOCTYPE book SYSTEM "docbook.dtd">')
+    assert b"<!-- kept as it is -->" in out and b"&product;" in out and b"<![CDATA[if (a < b)]]>" in out
+    assert root.findtext("title") == "THE MANUAL \u0151" and b"&#337;" in out
+    assert [e.tag for e in root.iter() if isinstance(e.tag, str)] == [
+        "book",
+        "title",
+        "chapter",
+        "para",
+        "command",
+        "guibutton",
+        "para",
+    ]
+    assert "CAF\u00c9" in out.decode("latin-1")
+
+
+def test_an_android_resource_is_still_read_as_one() -> None:
+    document = read_document("strings.xml", b'<resources><string name="a">Hello <b>you</b></string></resources>')
+    assert [s.text for s in document.segments] == ["Hello you"]
+    assert read_document("other.xml", b"<layout><text>Hello you</text></layout>").segments[0].text == "Hello you"
