@@ -21,7 +21,7 @@ from typing import Any
 
 from core import epub, office, pdf
 from core.markdown import parse_markdown
-from core.markup import Document, Links, MarkupError, Segment, parse_html, parse_xml, render
+from core.markup import Document, Links, MarkupError, Segment, Tags, parse_html, parse_xml, render
 from core.resources import ResourceError, read_android, read_apple_strings, read_json, read_properties
 from core.strings import Protected, protect, restore
 from core.subtitles import read_subtitles
@@ -49,6 +49,25 @@ RESOURCE_KINDS = {
 """App string resources (core/resources.py): their own encodings, no charset claimed."""
 XML_KINDS = {".dbk": "application/docbook+xml", ".dita": "application/dita+xml"}
 """XML read as XML, whatever its vocabulary (as is a ``.xml`` file whose root is not Android's ``<resources>``)."""
+CODE_ELEMENTS = {
+    "docbook": Tags.of(
+        ignore=(
+            "code command computeroutput classname constant email envar filename function literal literallayout "
+            "markup methodname option parameter programlisting prompt screen sgmltag symbol systemitem tag token "
+            "type uri userinput varname"
+        ).split()
+    ),
+    "dita": Tags.of(
+        ignore=(
+            "apiname cmdname codeblock codeph filepath msgblock msgnum msgph option parmname screen synph systemoutput "
+            "userinput varname"
+        ).split()
+    ),
+}
+"""What DocBook and DITA mark as code, names of files, commands, options and what a user types or a program
+prints: kept as it is, as ``<code>`` is in HTML."""
+DOCBOOK_ROOTS = frozenset("appendix article book chapter part preface refentry reference section set".split())
+DITA_ROOTS = frozenset("concept glossentry map reference task topic troubleshooting".split())
 KINDS = {
     **TEXT_KINDS,
     **RESOURCE_KINDS,
@@ -116,8 +135,9 @@ def read_document(name: str, data: bytes) -> DocumentFile:
         except office.PackageError as err:
             raise DocumentError(str(err)) from None
         return DocumentFile(package.segments, package.rebuild, media_type(name))
-    if suffix in XML_KINDS or (suffix == ".xml" and _root(data) != "resources"):
-        return _xml(name, data)
+    root = _root(data) if suffix in XML_KINDS or suffix == ".xml" else None
+    if suffix in XML_KINDS or (suffix == ".xml" and root != "resources"):
+        return _xml(name, data, _vocabulary(suffix, root))
     if suffix in RESOURCE_KINDS:
         readers = {".xml": read_android, ".strings": read_apple_strings, ".properties": read_properties}
         try:
@@ -180,10 +200,20 @@ def _root(data: bytes) -> str | None:
     return None
 
 
-def _xml(name: str, data: bytes) -> DocumentFile:
+def _vocabulary(suffix: str, root: str | None) -> Tags:
+    """DocBook's or DITA's code elements, for a file of theirs (by its suffix, or its root element and namespace)."""
+    local = (root or "").rpartition("}")[2]
+    if suffix == ".dbk" or "docbook.org" in (root or "") or (suffix == ".xml" and local in DOCBOOK_ROOTS):
+        return CODE_ELEMENTS["docbook"]
+    if suffix == ".dita" or (suffix == ".xml" and local in DITA_ROOTS):
+        return CODE_ELEMENTS["dita"]
+    return Tags()
+
+
+def _xml(name: str, data: bytes, tags: Tags) -> DocumentFile:
     """Any XML: its text translated where ``parse_xml`` finds it (elements holding text are where sentences are, the
-    others their outline), every tag, comment, declaration and entity of its own kept, in the file's own encoding
-    (characters it cannot hold written as character references)."""
+    others their outline; ``tags``' ignored elements kept), every tag, comment, declaration and entity of its own
+    kept, in the file's own encoding (characters it cannot hold written as character references)."""
     from lxml import etree
 
     try:
@@ -193,7 +223,7 @@ def _xml(name: str, data: bytes) -> DocumentFile:
     encoding = (tree.docinfo.encoding or "utf-8").lower()
     try:
         text = data.decode("utf-8-sig" if encoding == "utf-8" else encoding)
-        document = parse_xml(text)
+        document = parse_xml(text, tags)
     except (LookupError, UnicodeDecodeError) as err:
         raise DocumentError(f"{name}: cannot be read as {encoding}, the encoding it declares: {err}") from None
     except MarkupError as err:
