@@ -15,7 +15,8 @@ segment, so nothing is dropped.
 keep their case; entities other than XML's five are the document's own and stay as written (placeholders inside a
 sentence); an element splits the text where its parent holds no text of its own (``<doc><title>..</title>
 <para>..</para></doc>``: the outline), and is inline where its parent does (``<para>Click <b>Save</b></para>``); an
-empty element (``<x id="1"/>``, ``<x id="1"></x>``) inside a sentence is a placeholder. ``Tags`` carries DeepL's
+empty element (``<x id="1"/>``, ``<x id="1"></x>``) inside a sentence is a placeholder; elements a space apart on
+one line are prose (their parent holds text), a line apart an outline. ``Tags`` carries DeepL's
 options, for HTML and XML alike: elements whose content is never translated (``ignore_tags``), that always or never
 split sentences (``splitting_tags``, ``non_splitting_tags``), and whether the outline is read at all
 (``outline_detection``; without it only the splitting tags split).
@@ -385,7 +386,9 @@ def parse_xml(markup: str, tags: Tags = NO_TAGS) -> Document:
 
 class _Layout(HTMLParser):
     """Where an XML document's text is: for each element, in document order, its parent and whether it holds text
-    of its own or other elements."""
+    of its own or other elements. A space between two of its elements on one line counts as text
+    (``<p><b>Warning:</b> <i>read this</i></p>`` is prose), a line break does not (``<row>`` and its ``<cell>``s
+    written a line each are an outline)."""
 
     def __init__(self, void: frozenset[str] = frozenset()) -> None:
         super().__init__(convert_charrefs=False)
@@ -395,6 +398,8 @@ class _Layout(HTMLParser):
         self.children: list[bool] = []
         self.top_text = False  # text outside every element (a fragment's)
         self._open: list[tuple[str, int]] = []
+        self._after_child = False  # the last thing read closed an element
+        self._gap = False  # ... and a space without a line break followed it
 
     @classmethod
     def of(cls, markup: str, void: frozenset[str] = frozenset()) -> _Layout:
@@ -421,23 +426,40 @@ class _Layout(HTMLParser):
             self.children[parent] = True
         return index
 
+    def _sibling(self) -> None:
+        """An element starts: after a sibling and a space on the same line, its parent holds prose."""
+        if self._gap:
+            self._mark_text()
+        self._after_child = self._gap = False
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._sibling()
         element = self._element()
         if tag not in self.void:
             self._open.append((tag, element))
+        else:
+            self._after_child = True
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._sibling()
         self._element()
+        self._after_child = True
 
     def handle_endtag(self, tag: str) -> None:
+        self._after_child = self._gap = False
         for depth in range(len(self._open) - 1, -1, -1):
             if self._open[depth][0] == tag:
                 del self._open[depth:]
+                self._after_child = True
                 return
 
     def handle_data(self, data: str) -> None:
         if data.strip():
             self._mark_text()
+            self._after_child = self._gap = False
+        else:
+            self._gap = self._after_child and data != "" and "\n" not in data and "\r" not in data
+            self._after_child = self._gap
 
     def handle_entityref(self, name: str) -> None:
         self._mark_text()

@@ -96,6 +96,15 @@ def test_the_outline_splits_and_inline_elements_do_not() -> None:
     assert [s.text for s in fragment.segments] == ["Hello dear {1}, bye"]
 
 
+def test_elements_a_space_apart_on_one_line_are_prose_a_line_apart_an_outline() -> None:
+    prose = parse_xml("<doc><p><b>Warning:</b> <i>read this</i></p></doc>")
+    assert [s.text for s in prose.segments] == ["Warning: read this"]
+    assert [s.start_tag for s in prose.segments[0].spans] == ["<b>", "<i>"]
+    table = parse_xml("<table>\n <row>\n  <cell>A b</cell>\n  <cell>C d</cell>\n </row>\n</table>")
+    assert [s.text for s in table.segments] == ["A b", "C d"]
+    assert [s.text for s in parse_xml("<row><cell>A b</cell><cell>C d</cell></row>").segments] == ["A b", "C d"]
+
+
 def test_tag_options() -> None:
     markup = "<doc><p>One <k>two</k> three</p><p>Four <s>five</s> six</p></doc>"
     ignored = parse_xml(markup, Tags.of(ignore=["K"]))  # names match ignoring case
