@@ -8,7 +8,6 @@ makes of the attention and Lexicon.links, computed here apart from the engine.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,20 +17,8 @@ from core.translation import DecodeOptions
 from inference.alignment import Lexicon, lexical, piece_attention, word_alignment
 from inference.engine import Engine
 from testkit.synthetic import make_pairs
-from training.cli import main as training_cli
 
 TEXTS = [s for s, _ in make_pairs(40, seed=33, min_len=2, max_len=6)]
-
-
-@pytest.fixture(scope="module")
-def listed_bundle(
-    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    out = tmp_path_factory.mktemp("lexicon") / "tiny"
-    shutil.copytree(tiny_bundle, out)
-    argv = ["shortlist", str(out), "--data", str(synthetic_corpus[0]), "--per-piece", "3", "--frequent", "16"]
-    assert training_cli(argv) == 0
-    return out
 
 
 def _right(translations: list) -> float:

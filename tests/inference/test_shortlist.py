@@ -17,23 +17,10 @@ from inference.engine import BundleError, Engine, EngineError
 from inference.shortlist import Shortlist
 from testkit.running import drive, graph_runs
 from testkit.synthetic import WORDS, make_pairs
-from training.cli import main as training_cli
 from training.export.shortlist import FLOOR, translation_table
 
 TEXTS = [s for s, _ in make_pairs(8, seed=21, min_len=1, max_len=7)] + ["hello world", "gold gold gold gold"]
 OPTIONS = DecodeOptions(beam_size=4, n_best=2, length_penalty=0.6)
-
-
-@pytest.fixture(scope="module")
-def listed_bundle(
-    tiny_bundle: Path, synthetic_corpus: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """The tiny bundle with a shortlist, added as a user would (``python -m training shortlist``)."""
-    out = tmp_path_factory.mktemp("shortlist") / "tiny"
-    shutil.copytree(tiny_bundle, out)
-    argv = ["shortlist", str(out), "--data", str(synthetic_corpus[0]), "--per-piece", "3", "--frequent", "16"]
-    assert training_cli(argv) == 0
-    return out
 
 
 def test_ibm1_finds_each_word_s_translation(tiny_bundle: Path, synthetic_corpus: tuple[Path, Path]) -> None:
