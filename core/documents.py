@@ -21,7 +21,7 @@ from typing import Any
 
 from core import epub, office, pdf
 from core.markdown import parse_markdown
-from core.markup import Document, Links, MarkupError, Segment, Tags, parse_html, parse_xml, render
+from core.markup import Document, Links, MarkupError, Segment, Tags, parse_html, parse_xml, render, with_language
 from core.resources import ResourceError, read_android, read_apple_strings, read_json, read_properties
 from core.strings import Protected, protect, restore
 from core.subtitles import read_subtitles
@@ -168,7 +168,13 @@ def read_document(name: str, data: bytes) -> DocumentFile:
     document = (
         parse_html(text) if suffix in (".html", ".htm") else parse_markdown(text) if suffix == ".md" else _lines(text)
     )
-    return DocumentFile(document.segments, lambda done, _: _join(document, done), media_type(name))
+
+    def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
+        if target_lang and suffix in (".html", ".htm"):  # <html lang>: what a screen reader speaks it as
+            return _join(with_language(document, target_lang, "html"), done)
+        return _join(document, done)
+
+    return DocumentFile(document.segments, rebuild, media_type(name))
 
 
 def _lines(text: str) -> Document:
@@ -230,8 +236,9 @@ def _xml(name: str, data: bytes, tags: Tags) -> DocumentFile:
         raise DocumentError(f"{name}: {err}") from None
     bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
 
-    def rebuild(done: list[tuple[str, Links]], _: str | None) -> bytes:
-        written = _join(document, done).decode("utf-8")
+    def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
+        labelled = with_language(document, target_lang) if target_lang else document  # the root's xml:lang
+        written = _join(labelled, done).decode("utf-8")
         return (bom + written).encode(encoding, "xmlcharrefreplace")
 
     return DocumentFile(document.segments, rebuild, media_type(name))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.markup import Document, Links, MarkupError, Segment, parse_html, render
+from core.markup import Document, Links, MarkupError, Segment, parse_html, relabel, render
 from core.office import Package, PackageError, open_package, write_package, xml_bytes, xml_parser
 
 MEDIA_TYPE = "application/epub+zip"
@@ -23,7 +23,6 @@ _DC = "http://purl.org/dc/elements/1.1/"
 _NCX = "http://www.daisy.org/z3986/2005/ncx/"
 _CONTENT = (".xhtml", ".html", ".htm")
 _HTML_TAG = re.compile(r"<html\b[^>]*>", re.IGNORECASE)
-_LANG = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)(["'])[^"']*\2""")
 
 
 def read_epub(name: str, data: bytes) -> Package:
@@ -68,7 +67,7 @@ def read_epub(name: str, data: bytes) -> Package:
             rendered = [render(s, text, links) for s, (text, links) in zip(page.segments, mine, strict=True)]
             out = "".join(p if isinstance(p, str) else rendered[p] for p in page.parts)
             if target_lang:
-                out = _HTML_TAG.sub(lambda m: _LANG.sub(lambda a: f"{a[1]}{a[2]}{target_lang}{a[2]}", m[0]), out, 1)
+                out = _HTML_TAG.sub(lambda m: relabel(m[0], target_lang), out, 1)
             replaced[entry_name] = out.encode("utf-8")
         for element, (text, _) in zip(labels, done[pages_end:], strict=True):
             element.text = text

@@ -371,6 +371,27 @@ def _plain_markup(text: str, spans: list[Span]) -> str:
     return "".join(out)
 
 
+_LANG = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)(["'])[^"']*\2""")
+_START = re.compile(r"<([A-Za-z_][\w.:-]*)")
+
+
+def with_language(document: Document, language: str, element: str | None = None) -> Document:
+    """``document`` with the ``lang`` and ``xml:lang`` of its first start tag named ``element`` (any first start
+    tag: an XML document's root) saying ``language``; a document whose tag has neither is left as it is."""
+    parts = list(document.parts)
+    for i, part in enumerate(parts):
+        start = _START.match(part) if isinstance(part, str) else None
+        if start is not None and (element is None or start[1].lower() == element):
+            parts[i] = relabel(part, language)
+            break
+    return Document(parts, document.segments)
+
+
+def relabel(start_tag: str, language: str) -> str:
+    """A start tag with its ``lang`` and ``xml:lang`` attributes saying ``language``."""
+    return _LANG.sub(lambda a: f"{a[1]}{a[2]}{language}{a[2]}", start_tag)
+
+
 def parse_html(markup: str, tags: Tags = NO_TAGS) -> Document:
     parser = _Parser(tags, _Layout.of(markup, VOID) if tags.ignore else None)
     parser.feed(markup)

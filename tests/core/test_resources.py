@@ -226,3 +226,14 @@ def test_docbooks_and_ditas_code_is_kept_as_it_is(name: str, data: bytes, texts:
     for kept in (b"<command>make install</command>", b"<filename>a b.txt</filename>", b"<codeblock>make all\n"):
         if kept in data:
             assert kept in out
+
+
+def test_the_documents_language_becomes_the_translations() -> None:
+    page = read_document("a.html", b'<!DOCTYPE html><html lang="en"><body><p>Hi there</p></body></html>')
+    assert (
+        page.rebuild([("Hallo da", [])], "de") == b'<!DOCTYPE html><html lang="de"><body><p>Hallo da</p></body></html>'
+    )
+    topic = read_document("a.dita", b"<?xml version='1.0'?><topic xml:lang='en-US' id='t'><title>Hi</title></topic>")
+    assert b"<topic xml:lang='de' id='t'>" in topic.rebuild([("Hallo", [])], "de")
+    bare = read_document("a.xml", b"<doc><p>Hi</p></doc>")  # no language named: none added
+    assert bare.rebuild([("Hallo", [])], "de") == b"<doc><p>Hallo</p></doc>"
