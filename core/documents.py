@@ -169,12 +169,12 @@ def read_document(name: str, data: bytes) -> DocumentFile:
         parse_html(text) if suffix in (".html", ".htm") else parse_markdown(text) if suffix == ".md" else _lines(text)
     )
 
-    def rebuild(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
+    def write(done: list[tuple[str, Links]], target_lang: str | None) -> bytes:
         if target_lang and suffix in (".html", ".htm"):  # <html lang>: what a screen reader speaks it as
             return _join(with_language(document, target_lang, "html"), done)
         return _join(document, done)
 
-    return DocumentFile(document.segments, rebuild, media_type(name))
+    return DocumentFile(document.segments, write, media_type(name))
 
 
 def _lines(text: str) -> Document:

@@ -381,7 +381,7 @@ def with_language(document: Document, language: str, element: str | None = None)
     parts = list(document.parts)
     for i, part in enumerate(parts):
         start = _START.match(part) if isinstance(part, str) else None
-        if start is not None and (element is None or start[1].lower() == element):
+        if isinstance(part, str) and start is not None and (element is None or start[1].lower() == element):
             parts[i] = relabel(part, language)
             break
     return Document(parts, document.segments)
