@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -157,10 +158,11 @@ class Shed:
     Inside :class:`RequestContext`, which has read the body (so the connection stays usable) and gives the answer
     its request id, latency metric and access log line; inside CORS, so a browser can read the refusal. ``paths``
     maps each path to its error shape: ``"api"`` (this API's ``ErrorResponse``), ``"libretranslate"``
-    (``{"error": message}``) or ``"deepl"`` (``{"message": message}``). With API keys set (``known``: is this one of
-    them, service/keys.py), a request is refused early only when its key is right (``X-API-Key``, DeepL's
-    ``Authorization: DeepL-Auth-Key``; LibreTranslate's travels in the body: those are left to the route); others go
-    on to be told why."""
+    (``{"error": message}``), ``"deepl"`` (``{"message": message}``) or ``"google"`` (``{"error": {"code", "message",
+    "errors", "status"}}``). With API keys set (``known``: is this one of them, service/keys.py), a request is refused
+    early only when its key is right (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``, Google's ``key=`` in
+    the query, ``X-Goog-Api-Key`` or a bearer token; LibreTranslate's travels in the body: those are left to the
+    route); others go on to be told why."""
 
     def __init__(
         self,
@@ -188,6 +190,9 @@ class Shed:
         state.setdefault("log_fields", {}).update(error="overloaded", shed=True)
         message = str(refused)
         payload: dict[str, Any] = {"message" if shape == "deepl" else "error": message}
+        if shape == "google":
+            reason = {"message": message, "domain": "global", "reason": "backendError"}
+            payload = {"error": {"code": 503, "message": message, "errors": [reason], "status": "UNAVAILABLE"}}
         if shape == "api":
             request_id = state.get("request_id", "")
             payload = ErrorResponse(error="overloaded", message=message, request_id=request_id).model_dump(
@@ -204,6 +209,11 @@ class Shed:
         elif shape == "deepl":
             scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
             given = given.strip() if scheme.lower() == b"deepl-auth-key" else b""
+        elif shape == "google":
+            scheme, _, bearer = headers.get(b"authorization", b"").partition(b" ")
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            given = (query.get("key") or [""])[-1].encode("latin-1") or headers.get(b"x-goog-api-key", b"")
+            given = given or (bearer.strip() if scheme.lower() == b"bearer" else b"")
         else:
             return False
         return self.known(given.decode("latin-1"))

@@ -175,8 +175,11 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         assert lt.status_code == 503 and "the bound is 3" in lt.json()["error"] and lt.headers["retry-after"]
         dl = s.client.post("/deepl/v2/translate", json={"text": ["x"], "target_lang": "DE"})
         assert dl.status_code == 503 and "the bound is 3" in dl.json()["message"] and dl.headers["retry-after"]
+        gl = s.client.post("/language/translate/v2", json={"q": "x", "target": "de"})
+        assert gl.status_code == 503 and gl.json()["error"]["status"] == "UNAVAILABLE" and gl.headers["retry-after"]
+        assert "the bound is 3" in gl.json()["error"]["message"]
         assert s.client.post("/detect", json={"text": "hello world"}).status_code != 503
-        assert 'mt_errors_total{reason="overloaded"} 4.0' in s.client.get("/metrics").text
+        assert 'mt_errors_total{reason="overloaded"} 5.0' in s.client.get("/metrics").text
         first.join()
         second.join()
         assert [r.status_code for r in done] == [200, 200]
@@ -208,6 +211,11 @@ def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_pa
         assert s.client.post("/deepl/v2/translate", json=dl).status_code == 403  # no key: told so, not refused early
         right = {"Authorization": "DeepL-Auth-Key client-key"}
         assert s.client.post("/deepl/v2/translate", json=dl, headers=right).status_code == 503
+        gl = {"q": "x", "target": "de"}
+        assert s.client.post("/language/translate/v2", json=gl).status_code == 403  # no key: told so
+        assert s.client.post("/language/translate/v2?key=client-key", json=gl).status_code == 503
+        bearer = {"Authorization": "Bearer client-key"}
+        assert s.client.post("/language/translate/v2", json=gl, headers=bearer).status_code == 503
         for t in threads:
             t.join()
 

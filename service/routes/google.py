@@ -1,0 +1,272 @@
+"""Google Cloud Translation's Basic API (v2) at its own path, /language/translate/v2: clients written for it work
+with this server by changing the host (Google's Python client: ``translate_v2.Client(client_options={"api_endpoint":
+"http://HOST:8000"})``).
+
+Its field names, response shapes and status codes, as Google's v2 reference and its Python client
+(``google-cloud-translate``) have them: ``POST`` (and ``GET``) ``/language/translate/v2`` (``q`` a string or a
+list; form-encoded or in the query: repeated; ``target``; ``source``, detected when absent; ``format`` ``html``,
+Google's default, or ``text``; ``model``), ``/detect`` (``q``) and ``/languages`` (``target``: with it, each
+language's name). The key goes in ``key`` (query) or ``X-Goog-Api-Key``, or as an OAuth bearer token
+(``Authorization: Bearer <MT_API_KEY>``). Errors are Google's ``{"error": {"code", "message", "errors": [...],
+"status"}}``. Behind it is the server's own /translate path: the same model choice, limits, batching and metrics.
+
+How it maps: ``model`` ``nmt``/``base`` (Google's two) is the server's choice by language, another value names one
+of the server's models (GET /models); a detected language is detected once for the request's texts together (the
+server's own way), and each translation names it; language names are English whatever ``target`` says. Refused
+with a 400 that says so: customization ids (``cid``), which a plain model has none of. Nulls are absent fields, as
+Google's Python client sends them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+
+from service.deps import Service, ServiceState
+from service.detection import language_name
+from service.errors import ApiError
+from service.keys import Client, KeyRefused
+from service.routes import translate as native
+from service.routes.params import BadBody, ShapedError, read_params, request_body
+from service.schemas import TranslateRequest
+
+router = APIRouter(prefix="/language/translate/v2", tags=["Google-compatible"])
+
+STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+"""Google's status names by HTTP status (google.rpc.Code)."""
+REASON = {400: "invalid", 403: "forbidden", 404: "notFound", 413: "invalid", 429: "rateLimitExceeded"}
+GOOGLE_MODELS = ("nmt", "base")
+"""``model`` values that mean "Google's choice": here, the server's choice by language."""
+
+
+class GoogleError(ShapedError):
+    """An error in Google's shape, with its HTTP status."""
+
+
+class GoogleTranslation(BaseModel):
+    translatedText: str  # noqa: N815 (Google's field names)
+    detectedSourceLanguage: str | None = Field(None, description="Without source: the language detected.")  # noqa: N815
+
+
+class GoogleDetection(BaseModel):
+    language: str
+    confidence: float
+    isReliable: bool  # noqa: N815
+
+
+class GoogleLanguage(BaseModel):
+    language: str
+    name: str | None = Field(None, description="With target.")
+
+
+_Q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "description": "Text(s)."}
+_LANG = {"type": "string", "description": "ISO 639-1 code.", "example": "de"}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"description": "Google's error shape: {error: {code, message, errors, status}}."} for code in codes}
+
+
+def _error(err: GoogleError | ApiError) -> JSONResponse:
+    status = 400 if err.status in (413, 415, 422) else err.status  # Google answers a text too long with a 400
+    body = {
+        "error": {
+            "code": status,
+            "message": err.message,
+            "errors": [{"message": err.message, "domain": "global", "reason": REASON.get(status, "backendError")}],
+            "status": STATUS.get(status, "UNKNOWN"),
+        }
+    }
+    return JSONResponse(body, status_code=status, headers=err.headers)
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    try:
+        params = await read_params(request, frozenset({"q", "cid"}))
+    except BadBody as err:
+        raise GoogleError(400, str(err)) from None
+    return {name: value for name, value in params.items() if value is not None}
+
+
+def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    key = params.get("key") or request.headers.get("x-goog-api-key")
+    if not key and scheme.lower() == "bearer":
+        key = token.strip()
+    try:
+        client = service.keys.admit(key if isinstance(key, str) else None)
+    except KeyRefused as err:
+        if err.reason in ("missing", "wrong"):
+            raise GoogleError(403 if err.reason == "missing" else 400, _KEY_MESSAGES[err.reason]) from None
+        raise GoogleError(429, err.message, {"Retry-After": str(err.retry_after or 1)}) from None
+    if client is not None:
+        request.state.log_fields["api_key"] = client.name
+    return client
+
+
+_KEY_MESSAGES = {
+    "missing": "The request is missing a valid API key: send key=<a key of the server> or X-Goog-Api-Key.",
+    "wrong": "API key not valid. Please pass a valid API key.",
+}
+
+
+def _texts(params: dict[str, Any]) -> list[str]:
+    q = params.get("q")
+    texts = [q] if isinstance(q, str) else q
+    if not texts:
+        raise GoogleError(400, "Required Text")
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise GoogleError(400, "Invalid Value: q must be a string or a list of strings")
+    return texts
+
+
+def _language(params: dict[str, Any], name: str, required: bool) -> str | None:
+    value = params.get(name)
+    if value in (None, ""):
+        if required:
+            raise GoogleError(400, "Target language is required" if name == "target" else f"Required {name}")
+        return None
+    if not isinstance(value, str):
+        raise GoogleError(400, f"Invalid Value: {name} must be a language code such as de")
+    return value.strip().split("-")[0].lower()  # Google's zh-CN, pt-BR: the language
+
+
+def _request(texts: list[str], source: str | None, target: str, params: dict[str, Any]) -> TranslateRequest:
+    text_format = params.get("format") or "html"  # Google's default
+    if text_format not in ("html", "text"):
+        raise GoogleError(400, f"Invalid Value: format {text_format!r}; use html or text")
+    if params.get("cid") not in (None, "", []):
+        raise GoogleError(400, "Customization ids (cid) are not supported: the server's models have none")
+    model = params.get("model")
+    if model is not None and not isinstance(model, str):
+        raise GoogleError(400, "Invalid Value: model must be a string")
+    try:
+        return TranslateRequest(
+            text=texts,
+            source_lang=source or "auto",
+            target_lang=target,
+            model=None if model in (None, "", *GOOGLE_MODELS) else model,
+            format=text_format,  # type: ignore[arg-type]
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        names = {"text": "q", "source_lang": "source", "target_lang": "target"}
+        field = names.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "request"
+        raise GoogleError(400, f"Invalid Value: {field}: {first['msg']}") from None
+
+
+_TRANSLATE: dict[str, Any] = {
+    "summary": "Google: translate text",
+    "response_class": JSONResponse,
+    "responses": {200: {"description": "{data: {translations: [...]}}"}, **_errors(400, 403, 429, 500, 503, 504)},
+    "openapi_extra": request_body(
+        {
+            "q": _Q,
+            "target": _LANG,
+            "source": _LANG,
+            "format": {"type": "string", "enum": ["html", "text"], "default": "html"},
+            "model": {"type": "string", "description": "nmt, base (the server's choice) or a model's name."},
+            "key": {"type": "string", "description": "The server's MT_API_KEY, when it has one."},
+        },
+        ["q", "target"],
+    ),
+}
+
+
+@router.post("", operation_id="google_translate", **_TRANSLATE)
+@router.get("", operation_id="google_translate_get", **_TRANSLATE)
+async def translate(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        client = _check_key(service, request, params)
+        texts = _texts(params)
+        target = _language(params, "target", required=True)
+        source = _language(params, "source", required=False)
+        body = _request(texts, source, target or "", params)
+        done = await native.translate_texts(service, body, request.state.log_fields, client=client)
+    except (GoogleError, ApiError) as err:
+        return _error(err)
+    translations = []
+    for out in done.texts:
+        translation: dict[str, Any] = {"translatedText": out.text}
+        if source is None:
+            translation["detectedSourceLanguage"] = (
+                done.detected.language if done.detected else done.model.source_language
+            )
+        if params.get("model"):
+            translation["model"] = params["model"]
+        translations.append(translation)
+    return JSONResponse({"data": {"translations": translations}})
+
+
+_DETECT: dict[str, Any] = {
+    "summary": "Google: detect the language of texts",
+    "response_class": JSONResponse,
+    "responses": {200: {"description": "{data: {detections: [[...]]}}"}, **_errors(400, 403, 429)},
+    "openapi_extra": request_body({"q": _Q}, ["q"]),
+}
+
+
+@router.post("/detect", operation_id="google_detect", **_DETECT)
+@router.get("/detect", operation_id="google_detect_get", **_DETECT)
+async def detect(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+        texts = _texts(params)
+        if sum(len(t) for t in texts) > service.settings.max_chars:
+            raise GoogleError(400, f"Text too long: at most {service.settings.max_chars} characters a request")
+        detections = []
+        for text in texts:
+            found = await service.models.detect(text)
+            best = found[0] if found else None
+            detections.append(
+                [
+                    {
+                        "language": best.language if best else "und",
+                        "confidence": round(best.confidence, 4) if best else 0.0,
+                        "isReliable": False,  # Google deprecated the field; it always says false
+                    }
+                ]
+            )
+    except (GoogleError, ApiError) as err:
+        return _error(err)
+    return JSONResponse({"data": {"detections": detections}})
+
+
+_LANGUAGES: dict[str, Any] = {
+    "summary": "Google: the languages served",
+    "response_class": JSONResponse,
+    "responses": {200: {"description": "{data: {languages: [...]}}"}, **_errors(403, 429)},
+    "openapi_extra": {
+        "parameters": [{"name": "target", "in": "query", "required": False, "schema": {"type": "string"}}]
+    },
+}
+
+
+@router.get("/languages", operation_id="google_languages", **_LANGUAGES)
+@router.post("/languages", operation_id="google_languages_post", **_LANGUAGES)
+async def languages(request: Request, service: Service) -> Response:
+    try:
+        params = await _params(request)
+        _check_key(service, request, params)
+    except (GoogleError, ApiError) as err:
+        return _error(err)
+    named = bool(params.get("target"))
+    body = [
+        {"language": code, **({"name": language_name(code)} if named else {})} for code in service.models.languages()
+    ]
+    return JSONResponse({"data": {"languages": body}})

@@ -1,0 +1,106 @@
+"""/language/translate/v2: Google Cloud Translation's Basic API, through Google's own Python client
+(``google-cloud-translate``'s ``translate_v2.Client``, pointed at the server by ``api_endpoint``) and with the
+request shapes of Google's v2 reference (JSON, form-encoded and query strings with ``q`` repeated). The fake engine
+reverses each sentence's words behind a ""/"en:" prefix and aligns target word t to source word n-1-t."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+translate_v2 = pytest.importorskip("google.cloud.translate_v2")
+from google.api_core import exceptions  # noqa: E402
+from google.auth import api_key  # noqa: E402
+from google.auth.credentials import AnonymousCredentials  # noqa: E402
+
+from testkit.fake_engine import FakeLoader, write_fake_bundle  # noqa: E402
+from tests.service.servers import ThreadServer, settings_for, thread_server  # noqa: E402
+
+ENGLISH = "The file could not be saved because the disk is full."
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
+    root = tmp_path_factory.mktemp("google")
+    bundles = [
+        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
+        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
+    ]
+    with thread_server(settings_for(bundles[0], bundles=bundles), FakeLoader()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server: ThreadServer) -> object:
+    return translate_v2.Client(credentials=AnonymousCredentials(), client_options={"api_endpoint": server.url})
+
+
+def test_googles_client_translates_detects_and_lists_languages(client: object) -> None:
+    one = client.translate("a b", target_language="de", source_language="en", format_="text")  # type: ignore[attr-defined]
+    assert one == {"translatedText": "b a", "input": "a b"}
+    many = client.translate(["eins zwei", "drei"], target_language="en")  # type: ignore[attr-defined]
+    assert [t["translatedText"] for t in many] == ["en:zwei eins", "en:drei"]
+    assert {t["detectedSourceLanguage"] for t in many} == {"de"}
+    # Google's default format is html: markup comes back around the words it enclosed, text escaped
+    html = client.translate("Click <b>Save</b> &amp; go", target_language="de", source_language="en")  # type: ignore[attr-defined]
+    assert html["translatedText"] == "go &amp; <b>Save</b> Click"
+    found = client.detect_language([ENGLISH, "Die Datei konnte nicht gespeichert werden."])  # type: ignore[attr-defined]
+    assert [d["language"] for d in found] == ["en", "de"] and all(0 < d["confidence"] <= 1 for d in found)
+    assert client.get_languages() == [{"language": "de", "name": "German"}, {"language": "en", "name": "English"}]  # type: ignore[attr-defined]
+    assert client.get_languages(target_language=None) is not None  # type: ignore[attr-defined]
+
+
+def test_form_encoded_and_query_string_requests_with_q_repeated(server: ThreadServer) -> None:
+    r = server.client.post("/language/translate/v2", data={"q": ["a b", "c d"], "target": "de", "format": "text"})
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "data": {
+            "translations": [
+                {"translatedText": "b a", "detectedSourceLanguage": "en"},
+                {"translatedText": "d c", "detectedSourceLanguage": "en"},
+            ]
+        }
+    }
+    r = server.client.get("/language/translate/v2", params={"q": "a b", "target": "de", "source": "en", "model": "nmt"})
+    assert r.json() == {"data": {"translations": [{"translatedText": "b a", "model": "nmt"}]}}
+    r = server.client.get("/language/translate/v2/languages")
+    assert r.json() == {"data": {"languages": [{"language": "de"}, {"language": "en"}]}}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"target": "de"}, 400, "Required Text"),
+        ({"q": "a"}, 400, "Target language is required"),
+        ({"q": "a", "target": "fr"}, 400, "no model translates"),
+        ({"q": [1], "target": "de"}, 400, "list of strings"),
+        ({"q": "a", "target": "de", "format": "pdf"}, 400, "use html or text"),
+        ({"q": "a", "target": "de", "cid": ["x"]}, 400, "Customization ids"),
+        ({"q": "a", "target": "de", "model": "no-such-model"}, 404, "no model named 'no-such-model'"),
+    ],
+)
+def test_errors_have_googles_shape(server: ThreadServer, body: dict[str, object], status: int, message: str) -> None:
+    r = server.client.post("/language/translate/v2", json=body)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert set(error) == {"code", "message", "errors", "status"} and error["code"] == status
+    assert error["status"] == {400: "INVALID_ARGUMENT", 404: "NOT_FOUND"}[status] and message in error["message"], error
+
+
+def test_the_key_is_asked_for_as_google_does(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "en-de")
+    with thread_server(settings_for(bundle, api_key="k3y"), FakeLoader()) as s:
+        anonymous = translate_v2.Client(credentials=AnonymousCredentials(), client_options={"api_endpoint": s.url})
+        with pytest.raises(exceptions.Forbidden, match="missing a valid API key"):
+            anonymous.translate("a b", target_language="de")
+        wrong = translate_v2.Client(credentials=api_key.Credentials("wrong"), client_options={"api_endpoint": s.url})
+        with pytest.raises(exceptions.BadRequest, match="API key not valid"):
+            wrong.translate("a b", target_language="de")
+        right = translate_v2.Client(credentials=api_key.Credentials("k3y"), client_options={"api_endpoint": s.url})
+        assert right.translate("a b", target_language="de", format_="text")["translatedText"] == "b a"
+        r = s.client.post("/language/translate/v2?key=k3y", json={"q": "a b", "target": "de", "format": "text"})
+        assert r.json()["data"]["translations"][0]["translatedText"] == "b a"
+        r = s.client.get("/language/translate/v2/languages", headers={"Authorization": "Bearer k3y"})
+        assert r.status_code == 200 and r.json()["data"]["languages"] == [{"language": "de"}, {"language": "en"}]
