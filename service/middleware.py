@@ -213,7 +213,7 @@ class Shed:
             scheme, _, bearer = headers.get(b"authorization", b"").partition(b" ")
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             given = (query.get("key") or [""])[-1].encode("latin-1") or headers.get(b"x-goog-api-key", b"")
-            given = given or (bearer.strip() if scheme.lower() == b"bearer" else b"")
+            given = given or headers.get(b"x-api-key", b"") or (bearer.strip() if scheme.lower() == b"bearer" else b"")
         else:
             return False
         return self.known(given.decode("latin-1"))

@@ -6,9 +6,10 @@ Its field names, response shapes and status codes, as Google's v2 reference and 
 (``google-cloud-translate``) have them: ``POST`` (and ``GET``) ``/language/translate/v2`` (``q`` a string or a
 list; form-encoded or in the query: repeated; ``target``; ``source``, detected when absent; ``format`` ``html``,
 Google's default, or ``text``; ``model``), ``/detect`` (``q``) and ``/languages`` (``target``: with it, each
-language's name). The key goes in ``key`` (query) or ``X-Goog-Api-Key``, or as an OAuth bearer token
-(``Authorization: Bearer <MT_API_KEY>``). Errors are Google's ``{"error": {"code", "message", "errors": [...],
-"status"}}``. Behind it is the server's own /translate path: the same model choice, limits, batching and metrics.
+language's name). The key goes in ``key`` (query), ``X-Goog-Api-Key`` (or this server's ``X-API-Key``), or as an
+OAuth bearer token (``Authorization: Bearer <MT_API_KEY>``). Errors are Google's ``{"error": {"code", "message",
+"errors": [...], "status"}}``. Behind it is the server's own /translate path: the same model choice, limits,
+batching and metrics.
 
 How it maps: ``model`` ``nmt``/``base`` (Google's two) is the server's choice by language, another value names one
 of the server's models (GET /models); a detected language is detected once for the request's texts together (the
@@ -103,7 +104,7 @@ async def _params(request: Request) -> dict[str, Any]:
 
 def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    key = params.get("key") or request.headers.get("x-goog-api-key")
+    key = params.get("key") or request.headers.get("x-goog-api-key") or request.headers.get("x-api-key")
     if not key and scheme.lower() == "bearer":
         key = token.strip()
     try:
@@ -171,14 +172,16 @@ def _request(texts: list[str], source: str | None, target: str, params: dict[str
 _TRANSLATE: dict[str, Any] = {
     "summary": "Google: translate text",
     "response_class": JSONResponse,
-    "responses": {200: {"description": "{data: {translations: [...]}}"}, **_errors(400, 403, 429, 500, 503, 504)},
+    "responses": {200: {"description": "{data: {translations: [...]}}"}, **_errors(400, 403, 404, 429, 500, 503, 504)},
     "openapi_extra": request_body(
         {
             "q": _Q,
             "target": _LANG,
-            "source": _LANG,
-            "format": {"type": "string", "enum": ["html", "text"], "default": "html"},
-            "model": {"type": "string", "description": "nmt, base (the server's choice) or a model's name."},
+            # Google's Python client sends the fields it was not given as nulls
+            "source": {**_LANG, "type": ["string", "null"]},
+            "format": {"type": ["string", "null"], "enum": ["html", "text", None], "default": "html"},
+            "model": {"type": ["string", "null"], "description": "nmt, base (the server's choice) or a model's name."},
+            "cid": {"type": "array", "items": {"type": "string"}, "maxItems": 0, "description": "Refused if any."},
             "key": {"type": "string", "description": "The server's MT_API_KEY, when it has one."},
         },
         ["q", "target"],
@@ -250,7 +253,7 @@ async def detect(request: Request, service: Service) -> Response:
 _LANGUAGES: dict[str, Any] = {
     "summary": "Google: the languages served",
     "response_class": JSONResponse,
-    "responses": {200: {"description": "{data: {languages: [...]}}"}, **_errors(403, 429)},
+    "responses": {200: {"description": "{data: {languages: [...]}}"}, **_errors(400, 403, 429)},
     "openapi_extra": {
         "parameters": [{"name": "target", "in": "query", "required": False, "schema": {"type": "string"}}]
     },
