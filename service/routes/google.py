@@ -12,14 +12,17 @@ OAuth bearer token (``Authorization: Bearer <MT_API_KEY>``). Errors are Google's
 batching and metrics.
 
 How it maps: ``model`` ``nmt``/``base`` (Google's two) is the server's choice by language, another value names one
-of the server's models (GET /models); a detected language is detected once for the request's texts together (the
-server's own way), and each translation names it; language names are English whatever ``target`` says. Refused
+of the server's models (GET /models); without ``source`` each text's language is detected on its own, as Google
+does, the texts of each language translated together, and a text already in the target language comes back as
+it is (a page's text nodes sent in one request, some already translated); language names are English whatever
+``target`` says. Refused
 with a 400 that says so: customization ids (``cid``), which a plain model has none of. Nulls are absent fields, as
 Google's Python client sends them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -192,27 +195,67 @@ _TRANSLATE: dict[str, Any] = {
 @router.post("", operation_id="google_translate", **_TRANSLATE)
 @router.get("", operation_id="google_translate_get", **_TRANSLATE)
 async def translate(request: Request, service: Service) -> Response:
+    fields: dict[str, dict[str, Any]] = {}  # each language group's access log fields
     try:
         params = await _params(request)
         client = _check_key(service, request, params)
         texts = _texts(params)
-        target = _language(params, "target", required=True)
+        target = _language(params, "target", required=True) or ""
         source = _language(params, "source", required=False)
-        body = _request(texts, source, target or "", params)
-        done = await native.translate_texts(service, body, request.state.log_fields, client=client)
+        named = _request(texts, source, target, params).model is not None  # every field checked before detection
+        if source is not None or named:  # a model asked for by name translates every text
+            groups = {source or "auto": list(range(len(texts)))}
+        else:
+            groups = await _by_language(service, texts)
+
+        async def group(language: str, indices: list[int]) -> list[tuple[int, str, str]]:
+            if language == target:  # already in the language asked for: as it is, as Google answers it
+                return [(i, texts[i], language) for i in indices]
+            body = _request([texts[i] for i in indices], None if language == "auto" else language, target, params)
+            fields[language] = {}
+            done = await native.translate_texts(service, body, fields[language], client=client)
+            found = done.detected.language if done.detected else done.model.source_language
+            named = found if language == "auto" else language
+            return [(i, out.text, named) for i, out in zip(indices, done.texts, strict=True)]
+
+        answered = await asyncio.gather(*(group(language, indices) for language, indices in groups.items()))
     except (GoogleError, ApiError) as err:
         return _error(err)
-    translations = []
-    for out in done.texts:
-        translation: dict[str, Any] = {"translatedText": out.text}
+    finally:
+        _log(request.state.log_fields, fields)
+    translations: list[dict[str, Any]] = [{} for _ in texts]
+    for i, text, language in (row for rows in answered for row in rows):
+        translations[i]["translatedText"] = text
         if source is None:
-            translation["detectedSourceLanguage"] = (
-                done.detected.language if done.detected else done.model.source_language
-            )
+            translations[i]["detectedSourceLanguage"] = language
         if params.get("model"):
-            translation["model"] = params["model"]
-        translations.append(translation)
+            translations[i]["model"] = params["model"]
     return JSONResponse({"data": {"translations": translations}})
+
+
+async def _by_language(service: ServiceState, texts: list[str]) -> dict[str, list[int]]:
+    """Each text's index under the language detected in it, among those served (Google detects text by text); a
+    text nothing is detected in goes with the first language detected, or under "auto" (the server's own choice)."""
+    detected = await asyncio.gather(*(service.models.detect(text) for text in texts))
+    languages = [found[0].language if found else None for found in detected]
+    fallback = next((language for language in languages if language is not None), "auto")
+    groups: dict[str, list[int]] = {}
+    for i, language in enumerate(languages):
+        groups.setdefault(language or fallback, []).append(i)
+    return groups
+
+
+def _log(line: dict[str, Any], groups: dict[str, dict[str, Any]]) -> None:
+    """The access log line of a request translated in groups (one a language detected): counts summed, the rest as
+    the first group has it."""
+    for fields in groups.values():
+        for name, value in fields.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                line[name] = line.get(name, 0) + value
+            else:
+                line.setdefault(name, value)
+    if len(groups) > 1:
+        line["language_groups"] = len(groups)
 
 
 _DETECT: dict[str, Any] = {

@@ -53,18 +53,28 @@ def test_googles_client_translates_detects_and_lists_languages(client: object) -
 
 
 def test_form_encoded_and_query_string_requests_with_q_repeated(server: ThreadServer) -> None:
-    r = server.client.post("/language/translate/v2", data={"q": ["a b", "c d"], "target": "de", "format": "text"})
+    r = server.client.post("/language/translate/v2", data={"q": [ENGLISH, "Open the file."], "target": "de"})
     assert r.status_code == 200, r.text
     assert r.json() == {
         "data": {
             "translations": [
-                {"translatedText": "b a", "detectedSourceLanguage": "en"},
-                {"translatedText": "d c", "detectedSourceLanguage": "en"},
+                {"translatedText": " ".join(reversed(ENGLISH.split())), "detectedSourceLanguage": "en"},
+                {"translatedText": "file. the Open", "detectedSourceLanguage": "en"},
             ]
         }
     }
     r = server.client.get("/language/translate/v2", params={"q": "a b", "target": "de", "source": "en", "model": "nmt"})
     assert r.json() == {"data": {"translations": [{"translatedText": "b a", "model": "nmt"}]}}
+    # each text's language is detected on its own: a page's text already in the target language comes back as it is
+    mixed = ["Die Datei konnte nicht gespeichert werden.", ENGLISH, "Klicken Sie auf Speichern."]
+    r = server.client.post("/language/translate/v2", json={"q": mixed, "target": "de", "format": "text"})
+    assert [(t["translatedText"], t["detectedSourceLanguage"]) for t in r.json()["data"]["translations"]] == [
+        (mixed[0], "de"),
+        (" ".join(reversed(ENGLISH.split())), "en"),
+        (mixed[2], "de"),
+    ]
+    r = server.client.post("/language/translate/v2", json={"q": mixed, "target": "en", "format": "text"})
+    assert [t["translatedText"][:3] for t in r.json()["data"]["translations"]] == ["en:", "The", "en:"]
     r = server.client.get("/language/translate/v2/languages")
     assert r.json() == {"data": {"languages": [{"language": "de"}, {"language": "en"}]}}
 
