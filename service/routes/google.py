@@ -106,6 +106,8 @@ async def _params(request: Request) -> dict[str, Any]:
 
 
 def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
+    if "key" in params and not isinstance(params["key"], str):  # the documented type, key or no key
+        raise GoogleError(400, "Invalid Value: key must be a string")
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     key = params.get("key") or request.headers.get("x-goog-api-key") or request.headers.get("x-api-key")
     if not key and scheme.lower() == "bearer":
@@ -149,10 +151,10 @@ def _language(params: dict[str, Any], name: str, required: bool) -> str | None:
 
 
 def _request(texts: list[str], source: str | None, target: str, params: dict[str, Any]) -> TranslateRequest:
-    text_format = params.get("format") or "html"  # Google's default
-    if text_format not in ("html", "text"):
+    text_format = params.get("format", "html")  # Google's default
+    if not isinstance(text_format, str) or text_format not in ("html", "text"):
         raise GoogleError(400, f"Invalid Value: format {text_format!r}; use html or text")
-    if params.get("cid") not in (None, "", []):
+    if params.get("cid", []) != []:
         raise GoogleError(400, "Customization ids (cid) are not supported: the server's models have none")
     model = params.get("model")
     if model is not None and not isinstance(model, str):
@@ -184,8 +186,13 @@ _TRANSLATE: dict[str, Any] = {
             "source": {**_LANG, "type": ["string", "null"]},
             "format": {"type": ["string", "null"], "enum": ["html", "text", None], "default": "html"},
             "model": {"type": ["string", "null"], "description": "nmt, base (the server's choice) or a model's name."},
-            "cid": {"type": "array", "items": {"type": "string"}, "maxItems": 0, "description": "Refused if any."},
-            "key": {"type": "string", "description": "The server's MT_API_KEY, when it has one."},
+            "cid": {
+                "type": ["array", "null"],
+                "items": {"type": "string"},
+                "maxItems": 0,
+                "description": "Refused if any.",
+            },
+            "key": {"type": ["string", "null"], "description": "The server's MT_API_KEY, when it has one."},
         },
         ["q", "target"],
     ),

@@ -87,7 +87,10 @@ def test_form_encoded_and_query_string_requests_with_q_repeated(server: ThreadSe
         ({"q": "a", "target": "fr"}, 400, "no model translates"),
         ({"q": [1], "target": "de"}, 400, "list of strings"),
         ({"q": "a", "target": "de", "format": "pdf"}, 400, "use html or text"),
+        ({"q": "a", "target": "de", "format": {}}, 400, "use html or text"),
         ({"q": "a", "target": "de", "cid": ["x"]}, 400, "Customization ids"),
+        ({"q": "a", "target": "de", "cid": ""}, 400, "Customization ids"),
+        ({"q": "a", "target": "de", "key": 5}, 400, "key must be a string"),
         ({"q": "a", "target": "de", "model": "no-such-model"}, 404, "no model named 'no-such-model'"),
     ],
 )
