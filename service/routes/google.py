@@ -210,6 +210,7 @@ async def translate(request: Request, service: Service) -> Response:
         target = _language(params, "target", required=True) or ""
         source = _language(params, "source", required=False)
         named = _request(texts, source, target, params).model is not None  # every field checked before detection
+        native.check_limits(texts, service.settings.max_texts, service.settings.max_chars)  # ... and the sizes
         if source is not None or named:  # a model asked for by name translates every text
             groups = {source or "auto": list(range(len(texts)))}
         else:
@@ -222,8 +223,8 @@ async def translate(request: Request, service: Service) -> Response:
             fields[language] = {}
             done = await native.translate_texts(service, body, fields[language], client=client)
             found = done.detected.language if done.detected else done.model.source_language
-            named = found if language == "auto" else language
-            return [(i, out.text, named) for i, out in zip(indices, done.texts, strict=True)]
+            said = found if language == "auto" else language
+            return [(i, out.text, said) for i, out in zip(indices, done.texts, strict=True)]
 
         answered = await asyncio.gather(*(group(language, indices) for language, indices in groups.items()))
     except (GoogleError, ApiError) as err:
@@ -280,6 +281,7 @@ async def detect(request: Request, service: Service) -> Response:
         params = await _params(request)
         _check_key(service, request, params)
         texts = _texts(params)
+        native.check_limits(texts, service.settings.max_texts, service.settings.max_chars)
         if sum(len(t) for t in texts) > service.settings.max_chars:
             raise GoogleError(400, f"Text too long: at most {service.settings.max_chars} characters a request")
         detections = []

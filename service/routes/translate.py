@@ -111,7 +111,7 @@ async def translate_texts(
     started = time.monotonic()
     texts = body.texts()
     fields.update(texts=len(texts), chars=sum(len(t) for t in texts), beam_size=body.beam_size)
-    _check_limits(texts, settings.max_texts, None if document else settings.max_chars)
+    check_limits(texts, settings.max_texts, None if document else settings.max_chars)
     charge(service, client, fields["chars"])
     detected = None
     source = body.source_lang
@@ -436,7 +436,7 @@ async def usage(service: Service, client: KeyOnly) -> UsageResponse:
 async def detect(body: DetectRequest, request: Request, service: Service, _: ApiKey) -> DetectResponse:
     texts = [body.text] if isinstance(body.text, str) else body.text
     request.state.log_fields.update(texts=len(texts), chars=sum(len(t) for t in texts))
-    _check_limits(texts, service.settings.max_texts, service.settings.max_chars)
+    check_limits(texts, service.settings.max_texts, service.settings.max_chars)
     out = []
     for text in texts:
         found = await service.models.detect(text)
@@ -452,7 +452,8 @@ async def detect(body: DetectRequest, request: Request, service: Service, _: Api
     return DetectResponse(detections=out)
 
 
-def _check_limits(texts: list[str], max_texts: int, max_chars: int | None) -> None:
+def check_limits(texts: list[str], max_texts: int, max_chars: int | None) -> None:
+    """A request's count of texts and each text's length within the server's limits, else 413 saying which."""
     if len(texts) > max_texts:
         raise ApiError(
             413,

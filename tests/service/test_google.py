@@ -102,6 +102,25 @@ def test_errors_have_googles_shape(server: ThreadServer, body: dict[str, object]
     assert error["status"] == {400: "INVALID_ARGUMENT", 404: "NOT_FOUND"}[status] and message in error["message"], error
 
 
+def test_too_many_or_too_long_texts_are_refused_before_any_detection(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "en-de")
+    with thread_server(settings_for(bundle, max_texts=2, max_chars=20), FakeLoader()) as s:
+        detected = 0
+        original = s.service.models.detect
+
+        async def counting(text: str) -> object:
+            nonlocal detected
+            detected += 1
+            return await original(text)
+
+        s.service.models.detect = counting  # type: ignore[method-assign]
+        for q in (["a", "b", "c"], ["x" * 21]):
+            for path in ("/language/translate/v2", "/language/translate/v2/detect"):
+                r = s.client.post(path, json={"q": q, "target": "de"})
+                assert r.status_code == 400 and "limit" in r.json()["error"]["message"], r.text
+        assert detected == 0
+
+
 def test_the_key_is_asked_for_as_google_does(tmp_path: Path) -> None:
     bundle = write_fake_bundle(tmp_path / "en-de")
     with thread_server(settings_for(bundle, api_key="k3y"), FakeLoader()) as s:
