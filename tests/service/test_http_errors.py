@@ -150,7 +150,7 @@ def test_engine_failure_fails_only_its_request_and_the_next_batch_works(tmp_path
 
 
 def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
-    bundle = write_fake_bundle(tmp_path / "b", delay_s=0.5)
+    bundle = write_fake_bundle(tmp_path / "b", delay_s=1.5)  # the queue stays full while the checks below run
     loader = FakeLoader()
     with thread_server(settings_for(bundle, max_queue=3, max_wait_ms=0, inflight_batches=1), loader) as s:
         done: list[httpx.Response] = []
@@ -191,7 +191,7 @@ def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_pa
     """With MT_API_KEY set, a request without the key is told so (401) even while the queue is full; one with it
     is refused (503) before its body is parsed; LibreTranslate's requests, whose key is in the body, go on to
     the route, which refuses them as well."""
-    bundle = write_fake_bundle(tmp_path / "b", delay_s=0.5)
+    bundle = write_fake_bundle(tmp_path / "b", delay_s=2.0)  # the queue stays full while the checks below run
     loader = FakeLoader()
     settings = settings_for(bundle, max_queue=1, max_wait_ms=0, inflight_batches=1, api_key="client-key")
     with thread_server(settings, loader) as s:
