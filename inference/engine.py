@@ -642,7 +642,8 @@ class Engine:
             engine.static_warm = static_warm
         if shortlist:
             _open_shortlist(engine, step_options, providers)
-        engine.lexicon = Lexicon.load(bundle, manifest)
+        # the shortlist's table when it is open already, else read from the bundle
+        engine.lexicon = Lexicon(engine.shortlist.candidates) if engine.shortlist else Lexicon.load(bundle, manifest)
         if static_step or engine.provider == "CUDAExecutionProvider":
             engine.decode_threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="mt-decode")
         if lanes > 1:

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,14 +150,16 @@ def apply(translation: Translation, text: str, terms: list[Term]) -> tuple[Trans
         # "Ende" to "end", the attention to "means")
         attended = None
         if hypothesis.attention is not None:
-            attended = word_alignment(translation.source_pieces, hypothesis.pieces, hypothesis.attention)
-        aligned = alignment if rank == 0 else attended
+            pieces, attention = hypothesis.pieces, hypothesis.attention
+            attended = functools.partial(word_alignment, translation.source_pieces, pieces, attention)
+        aligned = alignment if rank == 0 else (attended() if attended else None)
         if aligned is None or len(aligned.source_words) != len(spans):
             hypotheses.append(hypothesis)
             if rank == 0:
                 outcome = dataclasses.replace(outcome, unplaced=sum(not _holds(hypothesis.text, t) for t in terms))
             continue
-        new, aligned, counts = _replace(hypothesis, aligned, terms, term_words, attended)
+        # the best hypothesis' alignment is the lexicon's, the others' the attention's own: no fallback for those
+        new, aligned, counts = _replace(hypothesis, aligned, terms, term_words, attended if rank == 0 else None)
         hypotheses.append(new)
         if rank == 0:
             alignment, outcome = aligned, dataclasses.replace(outcome, replaced=counts[0], unplaced=counts[1])
@@ -173,10 +175,10 @@ def _replace(
     alignment: WordAlignment,
     terms: list[Term],
     term_words: list[list[int]],
-    attended: WordAlignment | None = None,
+    attended: Callable[[], WordAlignment] | None = None,
 ) -> tuple[Hypothesis, WordAlignment, tuple[int, int]]:
-    """``attended``: the same hypothesis aligned by attention alone, asked where ``alignment`` places a term
-    nowhere."""
+    """``attended``: the same hypothesis aligned by attention alone (made when first asked), asked where
+    ``alignment`` places a term nowhere."""
     words = list(alignment.target_words)
     if " ".join(words) != hypothesis.text:  # the text is not its pieces' words (an unknown piece): leave it
         return hypothesis, alignment, (0, sum(not _holds(hypothesis.text, t) for t in terms))
@@ -184,13 +186,16 @@ def _replace(
     links = [list(link) for link in alignment.links]
     replaced = unplaced = 0
     runs = []
+    fallback: WordAlignment | None = None
     for term, sources in zip(terms, term_words, strict=True):
         if _holds(hypothesis.text, term):
             continue
         run = _run(links, weights, set(sources), words, len(term.target.split()))
-        if run is None and attended is not None and attended is not alignment:
-            plain = np.asarray(attended.weights, dtype=np.float64).reshape(weights.shape)
-            run = _run([list(link) for link in attended.links], plain, set(sources), words, len(term.target.split()))
+        if run is None and attended is not None:
+            if fallback is None:
+                fallback = attended()
+            plain = np.asarray(fallback.weights, dtype=np.float64).reshape(weights.shape)
+            run = _run([list(link) for link in fallback.links], plain, set(sources), words, len(term.target.split()))
         if run is None:
             unplaced += 1
         else:

@@ -105,6 +105,12 @@ async def _params(request: Request) -> dict[str, Any]:
     return {name: value for name, value in params.items() if value is not None}
 
 
+async def _admitted(request: Request, service: ServiceState) -> tuple[dict[str, Any], Client | None]:
+    """The request's fields and its client (charged one request), or GoogleError."""
+    params = await _params(request)
+    return params, _check_key(service, request, params)
+
+
 def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
     if "key" in params and not isinstance(params["key"], str):  # the documented type, key or no key
         raise GoogleError(400, "Invalid Value: key must be a string")
@@ -204,8 +210,7 @@ _TRANSLATE: dict[str, Any] = {
 async def translate(request: Request, service: Service) -> Response:
     fields: dict[str, dict[str, Any]] = {}  # each language group's access log fields
     try:
-        params = await _params(request)
-        client = _check_key(service, request, params)
+        params, client = await _admitted(request, service)
         texts = _texts(params)
         target = _language(params, "target", required=True) or ""
         source = _language(params, "source", required=False)
@@ -278,8 +283,7 @@ _DETECT: dict[str, Any] = {
 @router.get("/detect", operation_id="google_detect_get", **_DETECT)
 async def detect(request: Request, service: Service) -> Response:
     try:
-        params = await _params(request)
-        _check_key(service, request, params)
+        params, _ = await _admitted(request, service)
         texts = _texts(params)
         native.check_limits(texts, service.settings.max_texts, service.settings.max_chars)
         if sum(len(t) for t in texts) > service.settings.max_chars:
@@ -316,8 +320,7 @@ _LANGUAGES: dict[str, Any] = {
 @router.post("/languages", operation_id="google_languages_post", **_LANGUAGES)
 async def languages(request: Request, service: Service) -> Response:
     try:
-        params = await _params(request)
-        _check_key(service, request, params)
+        params, _ = await _admitted(request, service)
     except (GoogleError, ApiError) as err:
         return _error(err)
     named = bool(params.get("target"))
