@@ -498,7 +498,8 @@ class _Layout(HTMLParser):
             self.top_text = True
 
 
-def _tokens(text: str) -> list[tuple[int, int]]:
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each word of ``text``: what a word alignment's indices count (whitespace-separated tokens)."""
     return [(m.start(), m.end()) for m in _TOKEN.finditer(text)]
 
 
@@ -530,7 +531,7 @@ def render(
     With weights, a source word that several target words link to keeps the strongest one only ("Klicken Sie auf
     <b>Speichern</b>", not "<b>Sie auf Speichern</b>"). Where the translation copied the enclosed words
     verbatim, the copies are taken instead (``copies``)."""
-    source_tokens, target_tokens = _tokens(segment.text), _tokens(target)
+    source_tokens, target_tokens = word_spans(segment.text), word_spans(target)
     if not segment.spans or not target_tokens:
         used: set[str] = set()
         empty = "".join(s.start_tag + s.closing for s in segment.spans)

@@ -78,6 +78,20 @@ def key_refusal(err: KeyRefused) -> ApiError:
     return ApiError(429, code, err.message, {"Retry-After": str(err.retry_after or 1)})
 
 
+CLIENT_ERRORS = (
+    ApiError,
+    KeyRefused,
+    QueueFull,
+    TooManySentences,
+    RequestTimeout,
+    BatchFailed,
+    BatcherClosed,
+    LoadInProgress,
+)
+"""What a request can fail with that the client is told about (``as_api_error``); an API answering in another
+service's shape catches these."""
+
+
 def as_api_error(err: Exception) -> ApiError:
     """The client-facing form of the exceptions the service raises."""
     if isinstance(err, ApiError):
@@ -178,15 +192,8 @@ def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
                 message += "; DeepL's API is under /deepl/v2/: a DeepL client's server_url ends in /deepl/"
         return error_response(request_id(request), err.status_code, code, message, headers=headers)
 
-    for kind in (
-        ApiError,
-        QueueFull,
-        TooManySentences,
-        RequestTimeout,
-        BatchFailed,
-        BatcherClosed,
-        LoadInProgress,
-    ):
-        app.add_exception_handler(kind, on_known)
+    for kind in CLIENT_ERRORS:
+        if kind is not KeyRefused:  # the key dependency turns it into an ApiError (key_refusal)
+            app.add_exception_handler(kind, on_known)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(HTTPException, on_http)

@@ -158,11 +158,12 @@ class Shed:
     Inside :class:`RequestContext`, which has read the body (so the connection stays usable) and gives the answer
     its request id, latency metric and access log line; inside CORS, so a browser can read the refusal. ``paths``
     maps each path to its error shape: ``"api"`` (this API's ``ErrorResponse``), ``"libretranslate"``
-    (``{"error": message}``), ``"deepl"`` (``{"message": message}``) or ``"google"`` (``{"error": {"code", "message",
-    "errors", "status"}}``). With API keys set (``known``: is this one of them, service/keys.py), a request is refused
-    early only when its key is right (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``, Google's ``key=`` in
-    the query, ``X-Goog-Api-Key`` or a bearer token; LibreTranslate's travels in the body: those are left to the
-    route); others go on to be told why."""
+    (``{"error": message}``), ``"deepl"`` (``{"message": message}``), ``"google"`` (``{"error": {"code", "message",
+    "errors", "status"}}``) or ``"microsoft"`` (``{"error": {"code": 503000, "message"}}``). With API keys set
+    (``known``: is this one of them, service/keys.py), a request is refused early only when its key is right
+    (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``, Google's ``key=`` in the query, ``X-Goog-Api-Key`` or a
+    bearer token, Microsoft's ``Ocp-Apim-Subscription-Key``, ``Subscription-Key=`` in the query or a bearer token;
+    LibreTranslate's travels in the body: those are left to the route); others go on to be told why."""
 
     def __init__(
         self,
@@ -193,6 +194,8 @@ class Shed:
         if shape == "google":
             reason = {"message": message, "domain": "global", "reason": "backendError"}
             payload = {"error": {"code": 503, "message": message, "errors": [reason], "status": "UNAVAILABLE"}}
+        if shape == "microsoft":
+            payload = {"error": {"code": 503000, "message": message}}
         if shape == "api":
             request_id = state.get("request_id", "")
             payload = ErrorResponse(error="overloaded", message=message, request_id=request_id).model_dump(
@@ -209,10 +212,12 @@ class Shed:
         elif shape == "deepl":
             scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
             given = given.strip() if scheme.lower() == b"deepl-auth-key" else b""
-        elif shape == "google":
+        elif shape in ("google", "microsoft"):  # a key in the query, the API's own header, ours, or a bearer token
             scheme, _, bearer = headers.get(b"authorization", b"").partition(b" ")
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            given = (query.get("key") or [""])[-1].encode("latin-1") or headers.get(b"x-goog-api-key", b"")
+            name, header = ("key", b"x-goog-api-key") if shape == "google" else ("Subscription-Key", b"")
+            given = headers.get(b"ocp-apim-subscription-key", b"") if shape == "microsoft" else b""
+            given = given or (query.get(name) or [""])[-1].encode("latin-1") or headers.get(header, b"")
             given = given or headers.get(b"x-api-key", b"") or (bearer.strip() if scheme.lower() == b"bearer" else b"")
         else:
             return False

@@ -31,10 +31,18 @@ from pydantic import BaseModel, Field, ValidationError
 
 from service.deps import Service, ServiceState
 from service.detection import language_name
-from service.errors import ApiError
+from service.errors import CLIENT_ERRORS, as_api_error
 from service.keys import Client, KeyRefused
 from service.routes import translate as native
-from service.routes.params import BadBody, ShapedError, read_params, request_body
+from service.routes.params import (
+    BadBody,
+    ShapedError,
+    by_language,
+    detect_each,
+    log_groups,
+    read_params,
+    request_body,
+)
 from service.schemas import TranslateRequest
 
 router = APIRouter(prefix="/language/translate/v2", tags=["Google-compatible"])
@@ -84,7 +92,9 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"description": "Google's error shape: {error: {code, message, errors, status}}."} for code in codes}
 
 
-def _error(err: GoogleError | ApiError) -> JSONResponse:
+def _error(error: Exception) -> JSONResponse:
+    """Google's answer to a GoogleError or to one of the server's own errors (CLIENT_ERRORS)."""
+    err = error if isinstance(error, GoogleError) else as_api_error(error)
     status = 400 if err.status in (413, 415, 422) else err.status  # Google answers a text too long with a 400
     body = {
         "error": {
@@ -219,7 +229,7 @@ async def translate(request: Request, service: Service) -> Response:
         if source is not None or named:  # a model asked for by name translates every text
             groups = {source or "auto": list(range(len(texts)))}
         else:
-            groups = await _by_language(service, texts)
+            groups = by_language([d.language if d else None for d in await detect_each(service, texts)])
 
         async def group(language: str, indices: list[int]) -> list[tuple[int, str, str]]:
             if language == target:  # already in the language asked for: as it is, as Google answers it
@@ -232,10 +242,10 @@ async def translate(request: Request, service: Service) -> Response:
             return [(i, out.text, said) for i, out in zip(indices, done.texts, strict=True)]
 
         answered = await asyncio.gather(*(group(language, indices) for language, indices in groups.items()))
-    except (GoogleError, ApiError) as err:
+    except (GoogleError, *CLIENT_ERRORS) as err:
         return _error(err)
     finally:
-        _log(request.state.log_fields, fields)
+        log_groups(request.state.log_fields, fields)
     translations: list[dict[str, Any]] = [{} for _ in texts]
     for i, text, language in (row for rows in answered for row in rows):
         translations[i]["translatedText"] = text
@@ -244,31 +254,6 @@ async def translate(request: Request, service: Service) -> Response:
         if params.get("model"):
             translations[i]["model"] = params["model"]
     return JSONResponse({"data": {"translations": translations}})
-
-
-async def _by_language(service: ServiceState, texts: list[str]) -> dict[str, list[int]]:
-    """Each text's index under the language detected in it, among those served (Google detects text by text); a
-    text nothing is detected in goes with the first language detected, or under "auto" (the server's own choice)."""
-    detected = await asyncio.gather(*(service.models.detect(text) for text in texts))
-    languages = [found[0].language if found else None for found in detected]
-    fallback = next((language for language in languages if language is not None), "auto")
-    groups: dict[str, list[int]] = {}
-    for i, language in enumerate(languages):
-        groups.setdefault(language or fallback, []).append(i)
-    return groups
-
-
-def _log(line: dict[str, Any], groups: dict[str, dict[str, Any]]) -> None:
-    """The access log line of a request translated in groups (one a language detected): counts summed, the rest as
-    the first group has it."""
-    for fields in groups.values():
-        for name, value in fields.items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                line[name] = line.get(name, 0) + value
-            else:
-                line.setdefault(name, value)
-    if len(groups) > 1:
-        line["language_groups"] = len(groups)
 
 
 _DETECT: dict[str, Any] = {
@@ -301,7 +286,7 @@ async def detect(request: Request, service: Service) -> Response:
                     }
                 ]
             )
-    except (GoogleError, ApiError) as err:
+    except (GoogleError, *CLIENT_ERRORS) as err:
         return _error(err)
     return JSONResponse({"data": {"detections": detections}})
 
@@ -321,7 +306,7 @@ _LANGUAGES: dict[str, Any] = {
 async def languages(request: Request, service: Service) -> Response:
     try:
         params, _ = await _admitted(request, service)
-    except (GoogleError, ApiError) as err:
+    except (GoogleError, *CLIENT_ERRORS) as err:
         return _error(err)
     named = bool(params.get("target"))
     body = [

@@ -1,13 +1,19 @@
-"""What the APIs of other services (LibreTranslate's, DeepL's) share: a request's fields wherever their clients put
-them (the query string, a JSON object, or a form, urlencoded or multipart), the documented shape of such a body,
-and an error in the service's own shape."""
+"""What the APIs of other services (LibreTranslate's, DeepL's, Google's, Microsoft's) share: a request's fields
+wherever their clients put them (the query string, a JSON object, or a form, urlencoded or multipart), the
+documented shape of such a body, an error in the service's own shape, and texts detected one by one and translated
+in groups of one language."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import Request
+
+from service.deps import ServiceState
+from service.detection import Detection
 
 
 class BadBody(ValueError):
@@ -57,3 +63,33 @@ async def read_params(request: Request, lists: frozenset[str] = frozenset()) -> 
 
 def _values(values: list[Any], keep_all: bool) -> Any:
     return values if keep_all else values[-1]
+
+
+async def detect_each(service: ServiceState, texts: Sequence[str]) -> list[Detection | None]:
+    """The likeliest language of each text on its own, among those served (None where nothing is detected)."""
+    found = await asyncio.gather(*(service.models.detect(text) for text in texts))
+    return [detections[0] if detections else None for detections in found]
+
+
+def by_language(languages: Sequence[str | None], fallback: str | None = None) -> dict[str, list[int]]:
+    """Each text's index under its language (Google and Microsoft detect text by text, then translate each
+    language's texts together); a text without one goes with ``fallback``, else the first language found, else
+    under "auto" (the server's own choice)."""
+    fallback = fallback or next((language for language in languages if language is not None), "auto")
+    groups: dict[str, list[int]] = {}
+    for i, language in enumerate(languages):
+        groups.setdefault(language or fallback, []).append(i)
+    return groups
+
+
+def log_groups(line: dict[str, Any], groups: dict[Any, dict[str, Any]]) -> None:
+    """The access log line of a request translated in groups (a language detected, a target asked for): counts
+    summed, the rest as the first group has it."""
+    for fields in groups.values():
+        for name, value in fields.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                line[name] = line.get(name, 0) + value
+            else:
+                line.setdefault(name, value)
+    if len(groups) > 1:
+        line["language_groups"] = len(groups)

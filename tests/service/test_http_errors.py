@@ -178,8 +178,11 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         gl = s.client.post("/language/translate/v2", json={"q": "x", "target": "de"})
         assert gl.status_code == 503 and gl.json()["error"]["status"] == "UNAVAILABLE" and gl.headers["retry-after"]
         assert "the bound is 3" in gl.json()["error"]["message"]
+        ms = s.client.post("/microsoft/translate?api-version=3.0&to=de", json=[{"Text": "x"}])
+        assert ms.status_code == 503 and ms.json()["error"]["code"] == 503000 and ms.headers["retry-after"]
+        assert "the bound is 3" in ms.json()["error"]["message"]
         assert s.client.post("/detect", json={"text": "hello world"}).status_code != 503
-        assert 'mt_errors_total{reason="overloaded"} 5.0' in s.client.get("/metrics").text
+        assert 'mt_errors_total{reason="overloaded"} 6.0' in s.client.get("/metrics").text
         first.join()
         second.join()
         assert [r.status_code for r in done] == [200, 200]
@@ -216,6 +219,11 @@ def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_pa
         assert s.client.post("/language/translate/v2?key=client-key", json=gl).status_code == 503
         bearer = {"Authorization": "Bearer client-key"}
         assert s.client.post("/language/translate/v2", json=gl, headers=bearer).status_code == 503
+        ms = "/microsoft/translate?api-version=3.0&to=de"
+        assert s.client.post(ms, json=[{"Text": "x"}]).status_code == 401  # no key: told so
+        for given in ({"Ocp-Apim-Subscription-Key": "client-key"}, bearer):
+            assert s.client.post(ms, json=[{"Text": "x"}], headers=given).status_code == 503
+        assert s.client.post(ms + "&Subscription-Key=client-key", json=[{"Text": "x"}]).status_code == 503
         for t in threads:
             t.join()
 
