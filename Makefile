@@ -40,6 +40,9 @@ venv: $(PY)
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -e '.[train,dev]'
+	@# Microsoft's newer client (2.x, API version 2026-06-06) beside the 1.x one the tests import: its own folder,
+	@# put on the path of a subprocess by tests/service/test_microsoft.py
+	$(PIP) install --no-deps --upgrade --target $(VENV)/azure-text-2 'azure-ai-translation-text>=2,<3'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -4,7 +4,8 @@ credential=AzureKeyCredential(KEY))``; a plain HTTP client: ``POST http://HOST:8
 3.0&to=de`` where it posted to ``https://api.cognitive.microsofttranslator.com/translate``).
 
 Its field names, response shapes, error codes and status codes, as Microsoft's v3 reference and its Python client
-(``azure-ai-translation-text`` 1.x) have them: ``POST /translate`` (``to`` repeated for several targets, ``from``,
+(``azure-ai-translation-text`` 1.x) have them (and /translate and /languages of the newer version 2026-06-06, which
+the 2.x client speaks: each text with targets of its own, ``deploymentName`` as ``category``): ``POST /translate`` (``to`` repeated for several targets, ``from``,
 detected text by text when absent, ``textType`` ``plain``/``html``, ``category``, ``includeAlignment``,
 ``includeSentenceLength``, ``suggestedFrom``), ``/detect``, ``/breaksentence`` and ``GET /languages``; the body a
 JSON array of ``{"Text": ...}``; the key as ``Ocp-Apim-Subscription-Key`` (or this server's ``X-API-Key``, or
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -37,12 +39,15 @@ from service.detection import Detection, language_name
 from service.errors import CLIENT_ERRORS, ApiError, as_api_error
 from service.keys import Client, KeyRefused
 from service.routes import translate as native
-from service.routes.params import ShapedError, by_language, detect_each, log_groups
+from service.routes.params import ShapedError, detect_each, log_groups
 from service.schemas import TextTranslation, TranslateRequest
 
 router = APIRouter(prefix="/microsoft", tags=["Microsoft-compatible"])
 
 API_VERSION = "3.0"
+NEXT_VERSION = "2026-06-06"
+"""The version Microsoft's newer client (``azure-ai-translation-text`` 2.x) speaks: /translate with a body of
+``inputs`` each with its own ``targets``, and /languages; its other routes are 3.0's only."""
 GENERAL = "general"
 """``category``: Microsoft's general models; here, the server's choice by language."""
 LATIN = "Latn"
@@ -126,15 +131,15 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"description": "Microsoft's error shape: {error: {code, message}}."} for s in statuses}
 
 
-def _query(request: Request) -> dict[str, Any]:
-    """The query's fields (``to`` every value it repeats, others their last), its api-version checked."""
+def _query(request: Request, versions: tuple[str, ...] = (API_VERSION,)) -> dict[str, Any]:
+    """The query's fields (``to`` every value it repeats, others their last), its api-version one of ``versions``."""
     query = request.query_params
     params: dict[str, Any] = {key: query.getlist(key)[-1] for key in query if key != "to"}
     params["to"] = [v for value in query.getlist("to") for v in value.split(",") if v.strip()]
     version = params.get("api-version")
-    if version != API_VERSION:
-        said = "is missing" if version is None else f"{version!r} is not served"
-        raise MicrosoftError(400, 400021, f"The API version parameter {said}: send api-version=3.0")
+    if version not in versions:
+        said = "is missing" if version is None else f"{version!r} is not served here"
+        raise MicrosoftError(400, 400021, f"The API version parameter {said}: send api-version={' or '.join(versions)}")
     return params
 
 
@@ -165,20 +170,12 @@ def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) 
     return client
 
 
-async def _admitted(request: Request, service: ServiceState) -> tuple[dict[str, Any], list[str], Client | None]:
-    """The query's fields, the body's texts and the client (charged one request), or MicrosoftError."""
-    params = _query(request)
+async def _admitted(
+    request: Request, service: ServiceState, versions: tuple[str, ...] = (API_VERSION,)
+) -> tuple[dict[str, Any], Any, Client | None]:
+    """The query's fields, the JSON body and the client (charged one request), or MicrosoftError."""
+    params = _query(request, versions)
     client = _check_key(service, request, params)
-    texts = await _texts(request)
-    try:
-        native.check_limits(texts, service.settings.max_texts, service.settings.max_chars)
-    except ApiError as err:
-        raise MicrosoftError(400, 400072 if len(texts) > service.settings.max_texts else 400050, err.message) from None
-    return params, texts, client
-
-
-async def _texts(request: Request) -> list[str]:
-    """The texts of a body ``[{"Text": ...}, ...]`` (names in any case, as Microsoft reads them)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind not in ("", "application/json"):
         raise MicrosoftError(415, 415000, f"The Content-Type header {kind!r} is not served: send application/json")
@@ -186,6 +183,18 @@ async def _texts(request: Request) -> list[str]:
         body = json.loads(await request.body() or b"null")
     except ValueError:
         raise MicrosoftError(400, 400074, "The body of the request is not valid JSON") from None
+    return params, body, client
+
+
+def _check_limits(service: ServiceState, texts: list[str]) -> None:
+    try:
+        native.check_limits(texts, service.settings.max_texts, service.settings.max_chars)
+    except ApiError as err:
+        raise MicrosoftError(400, 400072 if len(texts) > service.settings.max_texts else 400050, err.message) from None
+
+
+def _texts(body: Any) -> list[str]:
+    """The texts of a version 3.0 body, ``[{"Text": ...}, ...]`` (the name in any case, as Microsoft reads it)."""
     if not isinstance(body, list) or not body:
         raise MicrosoftError(400, 400000, 'The body must be a JSON array of objects such as [{"Text": "Hello"}]')
     texts = []
@@ -195,6 +204,65 @@ async def _texts(request: Request) -> list[str]:
             raise MicrosoftError(400, 400020, f'Element {i} of the array is not valid: send {{"Text": "..."}}')
         texts.append(given[0])
     return texts
+
+
+def _inputs(body: Any) -> list[Item]:
+    """The items of a body of the newer version: ``{"inputs": [{"text", "language"?, "textType"?, "targets":
+    [{"language", "deploymentName"?, ...}]}]}``; what a plain model cannot do is refused."""
+    inputs = body.get("inputs") if isinstance(body, dict) else None
+    if not isinstance(inputs, list) or not inputs:
+        raise MicrosoftError(
+            400, 400000, 'The body must be {"inputs": [{"text": "Hello", "targets": [{"language": "de"}]}]}'
+        )
+    items = []
+    for i, item in enumerate(inputs):
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise MicrosoftError(400, 400020, f'inputs[{i}] is not valid: send {{"text": "...", "targets": [...]}}')
+        _script(item, "script", 400018)
+        text_type = item.get("textType", "plain")
+        if not isinstance(text_type, str) or text_type.lower() not in ("plain", "html"):
+            raise MicrosoftError(400, 400071, f"inputs[{i}].textType {text_type!r}: use plain or html")
+        targets = item.get("targets")
+        if not isinstance(targets, list) or not targets or not all(isinstance(t, dict) for t in targets):
+            raise MicrosoftError(400, 400036, f'inputs[{i}].targets: send a list such as [{{"language": "de"}}]')
+        for target in targets:
+            _check_target(target, f"inputs[{i}].targets")
+        items.append(
+            Item(
+                item["text"],
+                _language(item.get("language"), 400035, "source"),
+                text_type.lower() == "html",
+                tuple(
+                    Target(
+                        str(_language(t.get("language"), 400036, "target")),
+                        _model(t.get("deploymentName"), "deploymentName"),
+                    )
+                    for t in targets
+                ),
+            )
+        )
+    return items
+
+
+def _check_target(target: dict[str, Any], where: str) -> None:
+    if not isinstance(target.get("language"), str) or not target["language"]:
+        raise MicrosoftError(400, 400036, f"{where}: each target needs a language such as de")
+    _script(target, "script", 400004)
+    if target.get("allowFallback") is not None and not isinstance(target["allowFallback"], bool):
+        raise MicrosoftError(400, 400000, f"{where}: allowFallback must be true or false")
+    if target.get("profanityAction", "NoAction") != "NoAction":
+        raise MicrosoftError(400, 400042, f"{where}: profanityAction is not served: the server has no profanity lists")
+    for name in ("tone", "gender"):
+        if target.get(name, "neutral") != "neutral":
+            raise MicrosoftError(400, 400042, f"{where}: {name} {target[name]!r} is not served: a plain model has none")
+    for name in ("adaptiveDatasetId", "referenceTextPairs"):
+        if target.get(name):
+            raise MicrosoftError(400, 400042, f"{where}: {name} is not served: the server's models are not adapted")
+
+
+def _script(fields: dict[str, Any], name: str, code: int) -> None:
+    if fields.get(name) not in (None, LATIN):
+        raise MicrosoftError(400, code, f"{name} {fields[name]!r}: only Latn is served")
 
 
 def _language(value: Any, code: int, name: str) -> str | None:
@@ -220,31 +288,109 @@ def _check_options(params: dict[str, Any]) -> None:
         raise MicrosoftError(
             400, 400042, f"profanityAction {action!r} is not served: the server has no profanity lists (use NoAction)"
         )
-    for name in ("fromScript", "toScript"):
-        script = params.get(name)
-        if script not in (None, LATIN):
-            raise MicrosoftError(
-                400, 400018 if name == "fromScript" else 400004, f"{name} {script!r}: only Latn is served"
-            )
+    _script(params, "fromScript", 400018)
+    _script(params, "toScript", 400004)
     if params.get("textType", "plain") not in ("plain", "html"):
         raise MicrosoftError(400, 400071, f"textType {params['textType']!r}: use plain or html")
 
 
-def _request(texts: list[str], source: str | None, target: str, params: dict[str, Any]) -> TranslateRequest:
-    category = params.get("category", GENERAL)
+@dataclass(frozen=True)
+class Target:
+    """A language to translate into, and the model asked for (None: the server's choice)."""
+
+    language: str
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Item:
+    """A text to translate, its language when given, and its targets."""
+
+    text: str
+    source: str | None
+    html: bool
+    targets: tuple[Target, ...]
+
+
+@dataclass(frozen=True)
+class Translated:
+    """A text's translation into one target; ``out`` None when the text was already in that language."""
+
+    text: str
+    out: TextTranslation | None
+
+
+def _model(value: Any, name: str) -> str | None:
+    """A category or deployment name: ``general`` (or none) is the server's choice, another value a model's name."""
+    if value in (None, "", GENERAL):
+        return None
+    if not isinstance(value, str):
+        raise MicrosoftError(400, 400002, f"{name} must be a string: general or a model's name (GET /models)")
+    return value
+
+
+def _request(texts: list[str], source: str | None, target: Target, html: bool) -> TranslateRequest:
     try:
         return TranslateRequest(
             text=texts,
             source_lang=source or "auto",
-            target_lang=target,
-            model=None if category in ("", GENERAL) else category,
-            format="html" if params.get("textType") == "html" else "text",
+            target_lang=target.language,
+            model=target.model,
+            format="html" if html else "text",
         )
     except ValidationError as err:
         first = err.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else "request"
         code = {"text": 400005, "target_lang": 400036, "source_lang": 400035, "model": 400002}.get(field, 400000)
         raise MicrosoftError(400, code, f"{field}: {first['msg']}") from None
+
+
+async def _translate(
+    service: ServiceState,
+    items: list[Item],
+    client: Client | None,
+    links: bool,
+    suggested: str | None,
+    groups: dict[Any, dict[str, Any]],
+) -> tuple[list[Detection | None], list[list[Translated]]]:
+    """Each item's translation into each of its targets, and the language detected in each (None where it was
+    given or nothing was). Texts without a language are detected one by one, as Microsoft does; the texts of one
+    language, target, model and kind are translated together (``groups``: each one's access log fields)."""
+    for item in items:  # every field checked before any detection
+        for target in item.targets:
+            _request(["-"], item.source, target, item.html)
+    detected: list[Detection | None] = [None] * len(items)
+    unknown = [i for i, item in enumerate(items) if item.source is None and any(not t.model for t in item.targets)]
+    for i, detection in zip(unknown, await detect_each(service, [items[i].text for i in unknown]), strict=True):
+        detected[i] = detection
+    fallback = suggested or next((d.language for d in detected if d is not None), "auto")
+    work: dict[tuple[str, Target, bool], list[tuple[int, int]]] = {}
+    results: list[list[Translated]] = [[Translated(item.text, None)] * len(item.targets) for item in items]
+    for i, item in enumerate(items):
+        language = getattr(detected[i], "language", fallback)
+        for k, target in enumerate(item.targets):
+            source = item.source or ("auto" if target.model else language)
+            if source != target.language:  # a text already in the language asked for stays as it is
+                work.setdefault((source, target, item.html), []).append((i, k))
+
+    async def group(key: tuple[str, Target, bool], places: list[tuple[int, int]]) -> None:
+        source, target, html = key
+        body = _request([items[i].text for i, _ in places], None if source == "auto" else source, target, html)
+        fields = groups[key] = {}
+        done = await native.translate_texts(service, body, fields, links=links, client=client)
+        for (i, k), out in zip(places, done.texts, strict=True):
+            results[i][k] = Translated(out.text, out)
+            if source == "auto" and items[i].source is None and detected[i] is None:
+                detected[i] = done.detected
+
+    await asyncio.gather(*(group(key, places) for key, places in work.items()))
+    return detected, results
+
+
+def _detected(found: Detection | None, suggested: str | None) -> dict[str, Any]:
+    if found is None:
+        return {"language": suggested or "", "score": 0.0}
+    return {"language": found.language, "score": round(found.confidence, 2)}
 
 
 def _partition(starts: list[int], length: int) -> list[int]:
@@ -286,15 +432,24 @@ def _projection(source: str, target: str, links: list[tuple[int, int]]) -> str:
     return " ".join(f"{a}:{b - 1}-{c}:{d - 1}" for a, b, c, d in ranges)
 
 
+def _version(*versions: str) -> dict[str, Any]:
+    return {
+        "name": "api-version",
+        "in": "query",
+        "required": True,
+        "schema": {"type": "string", "enum": list(versions)},
+    }
+
+
+_VERSION_ONLY = [_version(API_VERSION)]
 _TRANSLATE_PARAMETERS = [
-    {"name": "api-version", "in": "query", "required": True, "schema": {"type": "string", "enum": [API_VERSION]}},
+    _version(API_VERSION, NEXT_VERSION),
     {
         "name": "to",
         "in": "query",
-        "required": True,
-        "schema": {"type": "array", "items": {"type": "string", "example": "de"}, "minItems": 1},
+        "schema": {"type": "array", "items": {"type": "string", "example": "de"}},
         "explode": True,
-        "description": "Target languages (ISO 639-1), repeated for several.",
+        "description": "3.0 (required there): target languages (ISO 639-1), repeated for several.",
     },
     {"name": "from", "in": "query", "schema": {"type": "string"}, "description": "Detected text by text if absent."},
     {"name": "textType", "in": "query", "schema": {"type": "string", "enum": ["plain", "html"], "default": "plain"}},
@@ -309,22 +464,60 @@ _TRANSLATE_PARAMETERS = [
     {"name": "includeAlignment", "in": "query", "schema": {"type": "boolean", "default": False}},
     {"name": "includeSentenceLength", "in": "query", "schema": {"type": "boolean", "default": False}},
     {"name": "suggestedFrom", "in": "query", "schema": {"type": "string"}},
-    {"name": "fromScript", "in": "query", "schema": {"type": "string", "enum": ["Latn"]}},
-    {"name": "toScript", "in": "query", "schema": {"type": "string", "enum": ["Latn"]}},
+    {"name": "fromScript", "in": "query", "schema": {"type": "string", "enum": [LATIN]}},
+    {"name": "toScript", "in": "query", "schema": {"type": "string", "enum": [LATIN]}},
     {"name": "allowFallback", "in": "query", "schema": {"type": "boolean", "default": True}},
 ]
-_VERSION_ONLY = _TRANSLATE_PARAMETERS[:1]
-
-
-def _body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    item = {
+_TEXTS = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
         "type": "object",
         "properties": {"Text": {"type": "string"}, "text": {"type": "string"}},
         "oneOf": [{"required": ["Text"]}, {"required": ["text"]}],
         "description": "The text, as Text (or text: the name in any case).",
-    }
-    schema = {"type": "array", "items": item, "minItems": 1}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}, **(extra or {})}
+    },
+    "description": "Version 3.0.",
+}
+_TARGET = {
+    "type": "object",
+    "required": ["language"],
+    "properties": {
+        "language": {"type": "string", "minLength": 1},
+        "script": {"type": "string", "enum": [LATIN]},
+        "deploymentName": {"type": "string"},
+        "allowFallback": {"type": "boolean"},
+        "profanityAction": {"type": "string", "enum": ["NoAction"]},
+        "tone": {"type": "string", "enum": ["neutral"]},
+        "gender": {"type": "string", "enum": ["neutral"]},
+    },
+}
+_INPUTS = {
+    "type": "object",
+    "required": ["inputs"],
+    "description": f"Version {NEXT_VERSION}.",
+    "properties": {
+        "inputs": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["text", "targets"],
+                "properties": {
+                    "text": {"type": "string"},
+                    "language": {"type": "string"},
+                    "script": {"type": "string", "enum": [LATIN]},
+                    "textType": {"type": "string", "enum": ["plain", "html", "Plain", "Html"]},
+                    "targets": {"type": "array", "minItems": 1, "items": _TARGET},
+                },
+            },
+        }
+    },
+}
+
+
+def _body(schema: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}, **extra}
 
 
 @router.post(
@@ -336,70 +529,59 @@ def _body(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         200: {"description": "[{detectedLanguage?, translations: [{text, to, alignment?, sentLen?}]}]"},
         **_errors(400, 401, 403, 409, 415, 429, 500, 503, 504),
     },
-    openapi_extra=_body({"parameters": _TRANSLATE_PARAMETERS}),
+    openapi_extra=_body({"oneOf": [_TEXTS, _INPUTS]}, {"parameters": _TRANSLATE_PARAMETERS}),
 )
 async def translate(request: Request, service: Service) -> Response:
-    groups: dict[tuple[str, str], dict[str, Any]] = {}  # each (target, language) group's access log fields
+    groups: dict[Any, dict[str, Any]] = {}  # each group's access log fields
     try:
-        params, texts, client = await _admitted(request, service)
-        targets = [_language(t, 400036, "target") for t in params["to"]]
+        params, body, client = await _admitted(request, service, (API_VERSION, NEXT_VERSION))
+        if params["api-version"] == NEXT_VERSION:
+            items = _inputs(body)
+            _check_limits(service, [item.text for item in items])
+            detected, results = await _translate(service, items, client, False, None, groups)
+            return JSONResponse(
+                {"value": [_next_result(*row) for row in zip(items, detected, results, strict=True)]},
+                headers=_headers(request, {"X-Metered-Usage": str(_charged(groups))}),
+            )
+        texts = _texts(body)
+        _check_limits(service, texts)
+        model = _model(params.get("category"), "category")
+        targets = tuple(dict.fromkeys(Target(str(_language(t, 400036, "target")), model) for t in params["to"]))
         if not targets:
             raise MicrosoftError(400, 400036, "The target language is missing: send to=de (repeat it for several)")
         source = _language(params.get("from"), 400035, "source")
         suggested = _language(params.get("suggestedFrom"), 400035, "suggested source")
         _check_options(params)
-        named = _request(texts, source, targets[0] or "", params).model is not None  # every field checked first
-        aligned = _flag(params, "includeAlignment") and params.get("textType", "plain") == "plain"
-        lengths = _flag(params, "includeSentenceLength") and params.get("textType", "plain") == "plain"
+        html = params.get("textType", "plain") == "html"
+        aligned = _flag(params, "includeAlignment") and not html  # the markup's positions are not the words'
+        lengths = _flag(params, "includeSentenceLength") and not html
         _flag(params, "allowFallback")
-        detections: list[Detection | None] = []
-        if source is not None or named:  # a model asked for by name translates every text
-            languages = {source or "auto": list(range(len(texts)))}
-        else:
-            detections = await detect_each(service, texts)
-            languages = by_language([d.language if d else None for d in detections], suggested)
-
-        async def group(target: str, language: str, indices: list[int]) -> list[tuple[int, int, dict[str, Any]]]:
-            if language == target:  # already in the language asked for: as it is
-                done: list[tuple[str, TextTranslation | None]] = [(texts[i], None) for i in indices]
-            else:
-                body = _request([texts[i] for i in indices], None if language == "auto" else language, target, params)
-                fields = groups[(target, language)] = {}
-                result = await native.translate_texts(service, body, fields, links=aligned or lengths, client=client)
-                if language == "auto" and result.detected is not None:
-                    for i in indices:
-                        detections_by_index[i] = result.detected
-                done = [(out.text, out) for out in result.texts]
-            rows = []
-            for i, (text, out) in zip(indices, done, strict=True):
-                entry: dict[str, Any] = {"text": text, "to": target}
-                if aligned:
-                    links = [(w, w) for w in range(len(word_spans(text)))] if out is None else _links(out)
-                    entry["alignment"] = {"proj": _projection(texts[i], text, links)}
-                if lengths:
-                    entry["sentLen"] = _sentence_lengths(texts[i], out, target)
-                rows.append((i, k_of[target], entry))
-            return rows
-
-        detections_by_index: dict[int, Detection] = {}
-        k_of = {target: k for k, target in enumerate(dict.fromkeys(t for t in targets if t))}
-        answered = await asyncio.gather(
-            *(group(t, language, indices) for t in k_of for language, indices in languages.items())
-        )
+        items = [Item(text, source, html, targets) for text in texts]
+        detected, results = await _translate(service, items, client, aligned or lengths, suggested, groups)
     except (MicrosoftError, *CLIENT_ERRORS) as err:
         return _error(err)
     finally:
         log_groups(request.state.log_fields, groups)
-    results: list[dict[str, Any]] = [{"translations": [None] * len(k_of)} for _ in texts]
-    for i, k, entry in (row for rows in answered for row in rows):
-        results[i]["translations"][k] = entry
-    if source is None:
-        for i, result in enumerate(results):
-            found = detections_by_index.get(i) or (detections[i] if detections else None)
-            detected = {"language": found.language, "score": round(found.confidence, 2)} if found else None
-            results[i] = {"detectedLanguage": detected or {"language": suggested or "", "score": 0.0}, **result}
-    charged = sum(fields.get("chars", 0) for fields in groups.values())
-    return JSONResponse(results, headers=_headers(request, {"X-Metered-Usage": str(charged)}))
+    answer: list[dict[str, Any]] = []
+    for item, found, translated in zip(items, detected, results, strict=True):
+        entries = []
+        for target, done in zip(item.targets, translated, strict=True):
+            entry: dict[str, Any] = {"text": done.text, "to": target.language}
+            if aligned:
+                words = range(len(word_spans(done.text)))
+                links = [(w, w) for w in words] if done.out is None else _links(done.out)
+                entry["alignment"] = {"proj": _projection(item.text, done.text, links)}
+            if lengths:
+                entry["sentLen"] = _sentence_lengths(item.text, done.out, target.language)
+            entries.append(entry)
+        answer.append({"detectedLanguage": _detected(found, suggested)} if source is None else {})
+        answer[-1]["translations"] = entries
+    return JSONResponse(answer, headers=_headers(request, {"X-Metered-Usage": str(_charged(groups))}))
+
+
+def _charged(groups: dict[Any, dict[str, Any]]) -> int:
+    """The characters translated (a text counts once a target it was translated into)."""
+    return sum(fields.get("chars", 0) for fields in groups.values())
 
 
 def _links(out: TextTranslation) -> list[tuple[int, int]]:
@@ -433,11 +615,13 @@ def _detection(found: list[Detection], served: frozenset[str]) -> dict[str, Any]
         200: {"description": "[{language, score, isTranslationSupported, alternatives}]"},
         **_errors(400, 401, 403, 415, 429, 503),
     },
-    openapi_extra=_body({"parameters": _VERSION_ONLY}),
+    openapi_extra=_body(_TEXTS, {"parameters": _VERSION_ONLY}),
 )
 async def detect(request: Request, service: Service) -> Response:
     try:
-        _, texts, _ = await _admitted(request, service)
+        _, body, _ = await _admitted(request, service)
+        texts = _texts(body)
+        _check_limits(service, texts)
         found = await asyncio.gather(*(service.models.detect(text) for text in texts))
     except (MicrosoftError, *CLIENT_ERRORS) as err:
         return _error(err)
@@ -452,22 +636,23 @@ async def detect(request: Request, service: Service) -> Response:
     response_class=JSONResponse,
     responses={200: {"description": "[{sentLen, detectedLanguage?}]"}, **_errors(400, 401, 403, 415, 429, 503)},
     openapi_extra=_body(
+        _TEXTS,
         {
             "parameters": [
                 *_VERSION_ONLY,
                 {"name": "language", "in": "query", "schema": {"type": "string"}},
                 {"name": "script", "in": "query", "schema": {"type": "string", "enum": ["Latn"]}},
             ]
-        }
+        },
     ),
 )
 async def breaksentence(request: Request, service: Service) -> Response:
     try:
-        params, texts, _ = await _admitted(request, service)
+        params, body, _ = await _admitted(request, service)
+        texts = _texts(body)
+        _check_limits(service, texts)
         language = _language(params.get("language"), 400003, "text's")
-        script = params.get("script")
-        if script not in (None, LATIN):
-            raise MicrosoftError(400, 400073, f"script {script!r}: only Latn is served")
+        _script(params, "script", 400073)
         detections = [None] * len(texts) if language else await detect_each(service, texts)
     except (MicrosoftError, *CLIENT_ERRORS) as err:
         return _error(err)
@@ -500,7 +685,7 @@ def _named(code: str) -> dict[str, str]:
     responses={200: {"description": "{translation: {code: {name, nativeName, dir}}, ...}"}, **_errors(400)},
     openapi_extra={
         "parameters": [
-            *_VERSION_ONLY,
+            _version(API_VERSION, NEXT_VERSION),
             {
                 "name": "scope",
                 "in": "query",
@@ -511,20 +696,31 @@ def _named(code: str) -> dict[str, str]:
 )
 async def languages(request: Request, service: Service) -> Response:
     try:
-        params = _query(request)
-        scopes = [s.strip() for s in params.get("scope", "translation,transliteration,dictionary").split(",")]
-        unknown = [s for s in scopes if s not in ("translation", "transliteration", "dictionary")]
+        params = _query(request, (API_VERSION, NEXT_VERSION))
+        newer = params["api-version"] == NEXT_VERSION
+        known = (
+            ("translation", "transliteration", "models") if newer else ("translation", "transliteration", "dictionary")
+        )
+        scopes = [s.strip() for s in params.get("scope", ",".join(known)).split(",")]
+        unknown = [s for s in scopes if s not in known]
         if unknown:
-            raise MicrosoftError(400, 400001, f"scope {unknown[0]!r}: use translation, transliteration, dictionary")
+            raise MicrosoftError(400, 400001, f"scope {unknown[0]!r}: use {', '.join(known)}")
     except MicrosoftError as err:
         return _error(err)
+    models = service.models
+    named = [(slot.name, pair) for slot in models.slots if (pair := models.pair_of(slot)) is not None]
     body: dict[str, Any] = {}
     if "translation" in scopes:
         body["translation"] = {code: _named(code) for code in service.models.languages()}
+        if newer:  # the models that translate from or into each language
+            for code, entry in body["translation"].items():
+                entry["models"] = sorted({name for name, pair in named if code in (pair.source, pair.target)})
     if "transliteration" in scopes:
         body["transliteration"] = {}
     if "dictionary" in scopes:
         body["dictionary"] = {}
+    if "models" in scopes:
+        body["models"] = [GENERAL, *sorted({name for name, _ in named})]
     return JSONResponse(body, headers=_headers(request))
 
 
@@ -538,3 +734,13 @@ async def languages(request: Request, service: Service) -> Response:
 )
 async def transliterate() -> Response:
     return _error(MicrosoftError(400, 400080, "Transliteration is not served: the server's languages are in Latin"))
+
+
+def _next_result(item: Item, found: Detection | None, translated: list[Translated]) -> dict[str, Any]:
+    """One item's answer in the newer version's shape."""
+    result: dict[str, Any] = {} if item.source else {"detectedLanguage": _detected(found, None)}
+    result["translations"] = [
+        {"language": target.language, "text": done.text, "sourceCharacters": len(item.text)}
+        for target, done in zip(item.targets, translated, strict=True)
+    ]
+    return result

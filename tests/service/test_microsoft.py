@@ -6,6 +6,9 @@ and aligns target word t to source word n-1-t: an aligned source word and its ta
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,9 @@ from tests.service.servers import ThreadServer, settings_for, thread_server  # n
 ENGLISH = "The file could not be saved because the disk is full. Free some space and try again."
 GERMAN = "Die Datei konnte nicht gespeichert werden."
 V3 = "/microsoft/translate?api-version=3.0"
+NEXT = "/microsoft/translate?api-version=2026-06-06"
+NEWER_CLIENT = Path(sys.prefix) / "azure-text-2"
+"""Microsoft's 2.x client, installed there by `make install` (the 1.x one is the package the tests import)."""
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +223,88 @@ def test_a_keys_limits_answer_with_microsofts_codes(tmp_path: Path) -> None:
         assert s.client.post(V3 + "&to=de&from=en", json=[{"Text": "a"}], headers=minute).status_code == 200
         r = s.client.post(V3 + "&to=de&from=en", json=[{"Text": "a"}], headers=minute)
         assert (r.status_code, r.json()["error"]["code"]) == (429, 429001) and r.headers["retry-after"], r.text
+
+
+NEWER_SCRIPT = """
+import json, sys
+from azure.ai.translation.text import TextTranslationClient, __version__
+from azure.ai.translation.text.models import TranslateInputItem, TranslationTarget
+from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import HttpResponseError
+
+client = TextTranslationClient(endpoint=sys.argv[1] + "/microsoft", credential=AzureKeyCredential("any"))
+out = {"version": __version__}
+done = client.translate(body=sys.argv[2:], to_language=["de", "en"])
+out["plain"] = [item.as_dict() for item in done]
+items = [
+    TranslateInputItem(
+        text="a b", language="en", targets=[TranslationTarget(language="de", deployment_name="general")]
+    ),
+    TranslateInputItem(text="eins zwei", targets=[TranslationTarget(language="en", deployment_name="fake-de-en")]),
+]
+out["items"] = [item.as_dict() for item in client.translate(body=items)]
+out["languages"] = client.get_supported_languages().as_dict()
+try:
+    client.translate(body=[TranslateInputItem(text="a", targets=[TranslationTarget(language="de", tone="formal")])])
+except HttpResponseError as err:
+    out["error"] = [err.status_code, err.error.code, err.error.message]
+print(json.dumps(out))
+"""
+
+
+def test_microsofts_newer_client_translates_with_its_api_version(server: ThreadServer) -> None:
+    if not (NEWER_CLIENT / "azure" / "ai" / "translation" / "text").is_dir():
+        pytest.skip(f"Microsoft's 2.x client is not installed in {NEWER_CLIENT} (make install puts it there)")
+    env = {**os.environ, "PYTHONPATH": str(NEWER_CLIENT)}
+    run = subprocess.run(
+        [sys.executable, "-c", NEWER_SCRIPT, server.url, ENGLISH, GERMAN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = json.loads(run.stdout)
+    assert out["version"].startswith("2.")
+    english, german = out["plain"]
+    first, second = ENGLISH.split(". ")
+    assert english["detectedLanguage"]["language"] == "en" and german["detectedLanguage"]["language"] == "de"
+    assert english["translations"] == [
+        {"language": "de", "text": f"{_reversed(first + '.')} {_reversed(second)}", "sourceCharacters": len(ENGLISH)},
+        {"language": "en", "text": ENGLISH, "sourceCharacters": len(ENGLISH)},
+    ]
+    assert [t["text"] for t in german["translations"]] == [GERMAN, "en:" + _reversed(GERMAN)]
+    given, named = out["items"]
+    assert "detectedLanguage" not in given and given["translations"][0]["text"] == "b a"
+    assert named["detectedLanguage"]["language"] == "de" and named["translations"][0]["text"] == "en:zwei eins"
+    assert out["languages"]["translation"]["de"] == {
+        "name": "German",
+        "nativeName": "Deutsch",
+        "dir": "ltr",
+        "models": ["fake-de-en", "fake-en-de"],
+    }
+    assert out["languages"]["models"] == ["general", "fake-de-en", "fake-en-de"]
+    status, code, message = out["error"]
+    assert (status, code) == (400, 400042) and "tone 'formal' is not served" in message
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message"),
+    [
+        ([{"Text": "a"}], 400000, '{"inputs"'),
+        ({"inputs": []}, 400000, '{"inputs"'),
+        ({"inputs": [{"text": "a"}]}, 400036, "targets"),
+        ({"inputs": [{"text": 5, "targets": [{"language": "de"}]}]}, 400020, "inputs[0]"),
+        ({"inputs": [{"text": "a", "targets": [{"language": ""}]}]}, 400036, "needs a language"),
+        ({"inputs": [{"text": "a", "targets": [{"language": "fr"}]}]}, 400023, "no model translates"),
+        ({"inputs": [{"text": "a", "textType": "xml", "targets": [{"language": "de"}]}]}, 400071, "plain or html"),
+        ({"inputs": [{"text": "a", "targets": [{"language": "de", "allowFallback": "no"}]}]}, 400000, "true or false"),
+        ({"inputs": [{"text": "a", "targets": [{"language": "de", "referenceTextPairs": [{}]}]}]}, 400042, "adapted"),
+        ({"inputs": [{"text": "a", "targets": [{"language": "de", "deploymentName": "gpt-4o"}]}]}, 400079, "gpt-4o"),
+    ],
+)
+def test_the_newer_versions_errors(server: ThreadServer, body: object, code: int, message: str) -> None:
+    r = server.client.post(NEXT, json=body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == code and message in r.json()["error"]["message"], (
+        r.text
+    )
