@@ -1,24 +1,26 @@
-"""Microsoft Translator's Text API (version 3.0) under /microsoft: clients written for it work with this server by
-changing the endpoint (Microsoft's Python client: ``TextTranslationClient(endpoint="http://HOST:8000/microsoft",
+"""Microsoft Translator's Text API under /microsoft: clients written for it work with this server by changing the
+endpoint (Microsoft's Python client: ``TextTranslationClient(endpoint="http://HOST:8000/microsoft",
 credential=AzureKeyCredential(KEY))``; a plain HTTP client: ``POST http://HOST:8000/microsoft/translate?api-version=
 3.0&to=de`` where it posted to ``https://api.cognitive.microsofttranslator.com/translate``).
 
 Its field names, response shapes, error codes and status codes, as Microsoft's v3 reference and its Python client
-(``azure-ai-translation-text`` 1.x) have them (and /translate and /languages of the newer version 2026-06-06, which
-the 2.x client speaks: each text with targets of its own, ``deploymentName`` as ``category``): ``POST /translate`` (``to`` repeated for several targets, ``from``,
+(``azure-ai-translation-text`` 1.x) have them: ``POST /translate`` (``to`` repeated for several targets, ``from``,
 detected text by text when absent, ``textType`` ``plain``/``html``, ``category``, ``includeAlignment``,
 ``includeSentenceLength``, ``suggestedFrom``), ``/detect``, ``/breaksentence`` and ``GET /languages``; the body a
 JSON array of ``{"Text": ...}``; the key as ``Ocp-Apim-Subscription-Key`` (or this server's ``X-API-Key``, or
 ``Subscription-Key`` in the query, or ``Authorization: Bearer <key>``); errors ``{"error": {"code": 400036,
-"message": ...}}``. Behind it is the server's own /translate path: the same model choice, limits, batching and
-metrics.
+"message": ...}}``. Also /translate and /languages of the newer version 2026-06-06, which the 2.x client speaks:
+``{"inputs": [{"text", "targets": [{"language", "deploymentName"}]}]}``, each text with targets of its own,
+``deploymentName`` as ``category``. Behind it is the server's own /translate path: the same model choice, limits,
+batching and metrics.
 
 How it maps: ``category`` ``general`` (Microsoft's default) is the server's choice by language, another value names
 one of the server's models (GET /models); a text already in a target language comes back as it is; the alignment
 (``proj``) is the engine's own word alignment, as character ranges, end included; sentence lengths are the
 sentences the server translated, each with the whitespace after it, so that they add up to the text. Refused with
 a 400 that says so: ``profanityAction`` other than ``NoAction`` (no profanity lists), scripts other than Latin
-(``fromScript``/``toScript``), transliteration, and api-versions other than 3.0.
+(``fromScript``/``toScript``), transliteration, other api-versions, and the newer version's tone, gender and
+adaptive translation.
 """
 
 from __future__ import annotations
