@@ -30,7 +30,7 @@ from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext, Shed
 from service.models import ConfigurationError, Models, bundle_paths
-from service.routes import admin, deepl, google, health, libretranslate, microsoft, translate
+from service.routes import admin, aws, deepl, google, health, libretranslate, microsoft, translate
 from service.scheduler import Scheduler
 from service.settings import CPU_DEFAULTS, GPU_DEFAULTS, Settings
 
@@ -101,6 +101,8 @@ DECODING_PATHS = {
     "/deepl/v2/document": "deepl",
     "/language/translate/v2": "google",
     "/microsoft/translate": "microsoft",
+    "/aws": "aws",
+    "/aws/": "aws",
 }
 """The routes that queue sentences, and the shape of their errors: refused early while the queue is full (Shed)."""
 
@@ -295,6 +297,7 @@ def create_app(
     app.include_router(deepl.router_v3)
     app.include_router(google.router)
     app.include_router(microsoft.router)
+    app.include_router(aws.router)
     # a full queue refuses decoding requests before their bodies are parsed (inside CORS and RequestContext)
     app.add_middleware(
         Shed,

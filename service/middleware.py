@@ -150,6 +150,10 @@ class RequestContext:
         await _send_json(send, status, payload, [(b"connection", b"close")] if status == 413 else [])
 
 
+AWS_DECODING = frozenset({b"TranslateText", b"TranslateDocument"})
+"""Amazon's operations (``X-Amz-Target``) that queue sentences."""
+
+
 class Shed:
     """While the queue is full, a decoding request (POST to one of ``paths``) is refused with 503 + Retry-After
     before the app parses and validates its body: under overload the refusals then cost the event loop a few
@@ -159,11 +163,13 @@ class Shed:
     its request id, latency metric and access log line; inside CORS, so a browser can read the refusal. ``paths``
     maps each path to its error shape: ``"api"`` (this API's ``ErrorResponse``), ``"libretranslate"``
     (``{"error": message}``), ``"deepl"`` (``{"message": message}``), ``"google"`` (``{"error": {"code", "message",
-    "errors", "status"}}``) or ``"microsoft"`` (``{"error": {"code": 503000, "message"}}``). With API keys set
-    (``known``: is this one of them, service/keys.py), a request is refused early only when its key is right
-    (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``, Google's ``key=`` in the query, ``X-Goog-Api-Key`` or a
-    bearer token, Microsoft's ``Ocp-Apim-Subscription-Key``, ``Subscription-Key=`` in the query or a bearer token;
-    LibreTranslate's travels in the body: those are left to the route); others go on to be told why."""
+    "errors", "status"}}``), ``"microsoft"`` (``{"error": {"code": 503000, "message"}}``) or ``"aws"`` (``{"__type":
+    "ServiceUnavailableException", "Message"}``, and only for the operations that decode, by ``X-Amz-Target``). With
+    API keys set (``known``: is this one of them, service/keys.py), a request is refused early only when its key is
+    right (``X-API-Key``, DeepL's ``Authorization: DeepL-Auth-Key``, Google's ``key=`` in the query,
+    ``X-Goog-Api-Key`` or a bearer token, Microsoft's ``Ocp-Apim-Subscription-Key``, ``Subscription-Key=`` in the
+    query or a bearer token, AWS's signature's access key id; LibreTranslate's travels in the body: those are left to
+    the route); others go on to be told why."""
 
     def __init__(
         self,
@@ -196,6 +202,8 @@ class Shed:
             payload = {"error": {"code": 503, "message": message, "errors": [reason], "status": "UNAVAILABLE"}}
         if shape == "microsoft":
             payload = {"error": {"code": 503000, "message": message}}
+        if shape == "aws":
+            payload = {"__type": "ServiceUnavailableException", "Message": message}
         if shape == "api":
             request_id = state.get("request_id", "")
             payload = ErrorResponse(error="overloaded", message=message, request_id=request_id).model_dump(
@@ -204,14 +212,19 @@ class Shed:
         await _send_json(send, 503, payload, [(b"retry-after", str(refused.retry_after).encode())])
 
     def _may_refuse(self, scope: Scope, shape: str) -> bool:
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        if shape == "aws" and headers.get(b"x-amz-target", b"").rsplit(b".", 1)[-1] not in AWS_DECODING:
+            return False  # one path for every operation: only those that decode wait on the queue
         if self.known is None:
             return True
-        headers = {k.lower(): v for k, v in scope["headers"]}
         if shape == "api":
             given = headers.get(b"x-api-key", b"")
         elif shape == "deepl":
             scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
             given = given.strip() if scheme.lower() == b"deepl-auth-key" else b""
+        elif shape == "aws":  # the key is the signature's access key id
+            found = re.search(rb"Credential=([^/,\s]+)/", headers.get(b"authorization", b""))
+            given = found.group(1) if found else headers.get(b"x-api-key", b"")
         elif shape in ("google", "microsoft"):  # a key in the query, the API's own header, ours, or a bearer token
             scheme, _, bearer = headers.get(b"authorization", b"").partition(b" ")
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))

@@ -318,8 +318,13 @@ def test_runtime_image_installs_what_make_install_serve_installs(stages: list[St
 
 
 def test_make_install_takes_training_and_dev_extras(tmp_path: Path) -> None:
+    """The project with both extras into the venv; besides it, only Microsoft's newer client, into a folder of its
+    own (tests/service/test_microsoft.py puts it on a subprocess' path: the venv keeps the 1.x the tests import)."""
     installs = makefile_pip_installs("install", tmp_path)
-    assert [normalize(a) for a in installs] == [[".[train,dev]"]]
+    assert [normalize(a) for a in installs[:1]] == [[".[train,dev]"]]
+    for extra in installs[1:]:
+        assert "--target" in extra and "--no-deps" in extra, f"a second install into the venv itself: {extra}"
+        assert Path(extra[extra.index("--target") + 1]).name == "azure-text-2", extra
 
 
 def test_runtime_image_has_no_torch(stages: list[Stage]) -> None:

@@ -181,8 +181,17 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         ms = s.client.post("/microsoft/translate?api-version=3.0&to=de", json=[{"Text": "x"}])
         assert ms.status_code == 503 and ms.json()["error"]["code"] == 503000 and ms.headers["retry-after"]
         assert "the bound is 3" in ms.json()["error"]["message"]
+        aws = {"X-Amz-Target": "AWSShineFrontendService_20170701.TranslateText"}
+        am = s.client.post(
+            "/aws", json={"Text": "x", "SourceLanguageCode": "en", "TargetLanguageCode": "de"}, headers=aws
+        )
+        assert (
+            am.status_code == 503 and am.json()["__type"] == "ServiceUnavailableException" and am.headers["retry-after"]
+        )
+        listing = {"X-Amz-Target": "AWSShineFrontendService_20170701.ListLanguages"}  # decodes nothing: answered
+        assert s.client.post("/aws", json={}, headers=listing).status_code == 200
         assert s.client.post("/detect", json={"text": "hello world"}).status_code != 503
-        assert 'mt_errors_total{reason="overloaded"} 6.0' in s.client.get("/metrics").text
+        assert 'mt_errors_total{reason="overloaded"} 7.0' in s.client.get("/metrics").text
         first.join()
         second.join()
         assert [r.status_code for r in done] == [200, 200]
@@ -224,6 +233,13 @@ def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_pa
         for given in ({"Ocp-Apim-Subscription-Key": "client-key"}, bearer):
             assert s.client.post(ms, json=[{"Text": "x"}], headers=given).status_code == 503
         assert s.client.post(ms + "&Subscription-Key=client-key", json=[{"Text": "x"}]).status_code == 503
+        signed = "AWS4-HMAC-SHA256 Credential={}/20261129/us-east-1/translate/aws4_request, Signature=0"
+        aws = {"X-Amz-Target": "AWSShineFrontendService_20170701.TranslateText"}
+        am = {"Text": "x", "SourceLanguageCode": "en", "TargetLanguageCode": "de"}
+        wrong = {**aws, "Authorization": signed.format("other")}
+        assert s.client.post("/aws", json=am, headers=wrong).json()["__type"] == "UnrecognizedClientException"
+        right = {**aws, "Authorization": signed.format("client-key")}
+        assert s.client.post("/aws", json=am, headers=right).status_code == 503
         for t in threads:
             t.join()
 
