@@ -38,8 +38,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 
 from core.office import xml_parser
+from inference.glossary import MAX_TERMS, Glossary
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import CLIENT_ERRORS, ApiError, as_api_error
@@ -76,6 +78,10 @@ class AwsError(Exception):
     def __init__(self, kind: str, status: int, message: str, **fields: str):
         super().__init__(message)
         self.kind, self.status, self.message, self.fields = kind, status, message, fields
+
+
+def _limit(message: str) -> AwsError:
+    return AwsError("LimitExceededException", 400, message)
 
 
 def _invalid(message: str) -> AwsError:
@@ -135,7 +141,7 @@ def _admit(service: ServiceState, request: Request) -> Client | None:
                 "The security token included in the request is invalid: the access key id must be a key of the server",
             ) from None
         if err.reason == "quota":
-            raise AwsError("LimitExceededException", 400, err.message) from None
+            raise _limit(err.message) from None
         raise AwsError("TooManyRequestsException", 429, err.message) from None
     if client is not None:
         request.state.log_fields["api_key"] = client.name
@@ -265,8 +271,6 @@ def _applied(name: str | None, entries: dict[str, str], text: str) -> list[dict[
     """AWS's ``AppliedTerminologies``: the terminology's terms found in the text."""
     if name is None:
         return []
-    from inference.glossary import Glossary
-
     found = Glossary(entries).find(text) if entries else []
     sources = {source.casefold(): source for source in entries}
     terms = {(sources.get(text[t.start : t.end].casefold(), text[t.start : t.end]), t.target) for t in found}
@@ -301,8 +305,9 @@ async def translate_text(call: Call) -> dict[str, Any]:
 def _request(texts: list[str], source: str, target: str, entries: dict[str, str]) -> TranslateRequest:
     try:
         return TranslateRequest(text=texts, source_lang=source, target_lang=target, glossary=entries or None)
-    except ValueError as err:
-        raise _parameter(str(err).splitlines()[-1] if str(err) else "invalid request") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise _parameter(f"{'.'.join(map(str, first['loc'])) or 'request'}: {first['msg']}") from None
 
 
 async def translate_document(call: Call) -> dict[str, Any]:
@@ -318,7 +323,7 @@ async def translate_document(call: Call) -> dict[str, Any]:
     except (binascii.Error, ValueError):
         raise _invalid("Document.Content must be base64") from None
     if len(content) > MAX_DOCUMENT_BYTES:
-        raise AwsError("LimitExceededException", 400, f"The document is larger than {MAX_DOCUMENT_BYTES} bytes")
+        raise _limit(f"The document is larger than {MAX_DOCUMENT_BYTES} bytes")
     source = _language(call.fields, "SourceLanguageCode")
     target = _language(call.fields, "TargetLanguageCode")
     _check_settings(call.fields)
@@ -434,6 +439,8 @@ def _dictionaries(rows: list[list[str]], directionality: str) -> list[Dictionary
             for row in rows[1:]:
                 if len(row) > max(s, t) and row[s] and row[t]:
                     entries.setdefault(row[s], row[t])
+            if len(entries) > MAX_TERMS:
+                raise _limit(f"{header[s]}->{header[t]} has {len(entries)} terms; the server uses at most {MAX_TERMS}")
             if entries:
                 dictionaries.append(Dictionary(header[s], header[t], entries))
     if not dictionaries:

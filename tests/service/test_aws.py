@@ -227,6 +227,18 @@ def test_malformed_requests(server: ThreadServer, client: Any) -> None:
             Name="bad__name", MergeStrategy="OVERWRITE", TerminologyData={"File": b"en,de\na,b", "Format": "CSV"}
         )
     assert _code(raised) == (400, "InvalidParameterValueException")
+    many = "en,de\n" + "".join(f"term{i},Begriff{i}\n" for i in range(1001))
+    with pytest.raises(ClientError) as raised:
+        client.import_terminology(
+            Name="many", MergeStrategy="OVERWRITE", TerminologyData={"File": many.encode(), "Format": "CSV"}
+        )
+    assert _code(raised) == (400, "LimitExceededException") and "1001 terms" in str(raised.value)
+    long = f"en,de\n{'x' * 201},y\n"
+    with pytest.raises(ClientError) as raised:
+        client.import_terminology(
+            Name="long", MergeStrategy="OVERWRITE", TerminologyData={"File": long.encode(), "Format": "CSV"}
+        )
+    assert _code(raised) == (400, "InvalidParameterValueException") and "200" in str(raised.value)
     with pytest.raises(ClientError) as raised:
         client.list_languages(DisplayLanguageCode="de")
     assert _code(raised) == (400, "UnsupportedDisplayLanguageCodeException")
