@@ -6,6 +6,7 @@ import asyncio
 import functools
 import importlib.util
 import logging
+import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,7 +31,7 @@ from service.loader import EngineLoader, LoadFailed, load_engine
 from service.metrics import Metrics
 from service.middleware import RequestContext, Shed
 from service.models import ConfigurationError, Models, bundle_paths
-from service.routes import admin, aws, deepl, google, health, libretranslate, microsoft, translate
+from service.routes import admin, aws, deepl, google, google_v3, health, libretranslate, microsoft, translate
 from service.scheduler import Scheduler
 from service.settings import CPU_DEFAULTS, GPU_DEFAULTS, Settings
 
@@ -92,7 +93,7 @@ def refill_limit(settings: Settings) -> int | None:
     return None if on_gpu(settings) else CPU_REFILL_AT
 
 
-DECODING_PATHS = {
+DECODING_PATHS: dict[str | re.Pattern[str], str] = {
     "/translate": "api",
     "/translate/document": "api",
     "/libretranslate/translate": "libretranslate",
@@ -103,8 +104,10 @@ DECODING_PATHS = {
     "/microsoft/translate": "microsoft",
     "/aws": "aws",
     "/aws/": "aws",
+    re.compile(r"/v3/projects/[^/]+(/locations/[^/]+)?:translate(Text|Document)"): "google",
 }
-"""The routes that queue sentences, and the shape of their errors: refused early while the queue is full (Shed)."""
+"""The routes that queue sentences (a path, or a pattern its whole path matches), and the shape of their errors:
+refused early while the queue is full (Shed)."""
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -298,6 +301,7 @@ def create_app(
     app.include_router(google.router)
     app.include_router(microsoft.router)
     app.include_router(aws.router)
+    app.include_router(google_v3.router)
     # a full queue refuses decoding requests before their bodies are parsed (inside CORS and RequestContext)
     app.add_middleware(
         Shed,

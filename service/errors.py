@@ -188,7 +188,8 @@ def install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         message = str(err.detail)
         if err.status_code in (404, 405):
             message = f"{message}: {request.method} {request.url.path}; the API is listed at /docs"
-            if request.url.path.startswith(("/v2/", "/v3/")):  # a DeepL client given the server's bare URL
+            path = request.url.path
+            if path.startswith(("/v2/", "/v3/")) and not path.startswith("/v3/projects/"):  # DeepL's, at the root
                 message += "; DeepL's API is under /deepl/v2/: a DeepL client's server_url ends in /deepl/"
         return error_response(request_id(request), err.status_code, code, message, headers=headers)
 

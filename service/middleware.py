@@ -176,18 +176,19 @@ class Shed:
         app: ASGIApp,
         *,
         refusal: Callable[[], QueueFull | None],
-        paths: Mapping[str, str],
+        paths: Mapping[str | re.Pattern[str], str],
         metrics: Metrics,
         known: Callable[[str], bool] | None = None,
     ):
         self.app = app
         self.refusal = refusal
-        self.paths = paths
+        self.paths = {path: shape for path, shape in paths.items() if isinstance(path, str)}
+        self.patterns = [(path, shape) for path, shape in paths.items() if isinstance(path, re.Pattern)]
         self.metrics = metrics
         self.known = known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        shape = self.paths.get(scope.get("path", "")) if scope["type"] == "http" else None
+        shape = self._shape(scope.get("path", "")) if scope["type"] == "http" else None
         refused = self.refusal() if shape and scope["method"] == "POST" and self._may_refuse(scope, shape) else None
         if refused is None:
             await self.app(scope, receive, send)
@@ -210,6 +211,12 @@ class Shed:
                 exclude_none=True
             )
         await _send_json(send, 503, payload, [(b"retry-after", str(refused.retry_after).encode())])
+
+    def _shape(self, path: str) -> str | None:
+        shape = self.paths.get(path)
+        if shape is None:
+            shape = next((s for p, s in self.patterns if p.fullmatch(path)), None)
+        return shape
 
     def _may_refuse(self, scope: Scope, shape: str) -> bool:
         headers = {k.lower(): v for k, v in scope["headers"]}

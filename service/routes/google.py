@@ -23,6 +23,7 @@ Google's Python client sends them.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -92,7 +93,7 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"description": "Google's error shape: {error: {code, message, errors, status}}."} for code in codes}
 
 
-def _error(error: Exception) -> JSONResponse:
+def error_response(error: Exception) -> JSONResponse:
     """Google's answer to a GoogleError or to one of the server's own errors (CLIENT_ERRORS)."""
     err = error if isinstance(error, GoogleError) else as_api_error(error)
     status = 400 if err.status in (413, 415, 422) else err.status  # Google answers a text too long with a 400
@@ -118,10 +119,10 @@ async def _params(request: Request) -> dict[str, Any]:
 async def _admitted(request: Request, service: ServiceState) -> tuple[dict[str, Any], Client | None]:
     """The request's fields and its client (charged one request), or GoogleError."""
     params = await _params(request)
-    return params, _check_key(service, request, params)
+    return params, check_key(service, request, params)
 
 
-def _check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
+def check_key(service: ServiceState, request: Request, params: dict[str, Any]) -> Client | None:
     if "key" in params and not isinstance(params["key"], str):  # the documented type, key or no key
         raise GoogleError(400, "Invalid Value: key must be a string")
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -226,34 +227,59 @@ async def translate(request: Request, service: Service) -> Response:
         source = _language(params, "source", required=False)
         named = _request(texts, source, target, params).model is not None  # every field checked before detection
         native.check_limits(texts, service.settings.max_texts, service.settings.max_chars)  # ... and the sizes
-        if source is not None or named:  # a model asked for by name translates every text
-            groups = {source or "auto": list(range(len(texts)))}
-        else:
-            groups = by_language([d.language if d else None for d in await detect_each(service, texts)])
 
-        async def group(language: str, indices: list[int]) -> list[tuple[int, str, str]]:
-            if language == target:  # already in the language asked for: as it is, as Google answers it
-                return [(i, texts[i], language) for i in indices]
-            body = _request([texts[i] for i in indices], None if language == "auto" else language, target, params)
-            fields[language] = {}
-            done = await native.translate_texts(service, body, fields[language], client=client)
-            found = done.detected.language if done.detected else done.model.source_language
-            said = found if language == "auto" else language
-            return [(i, out.text, said) for i, out in zip(indices, done.texts, strict=True)]
+        def build(group: list[str], language: str | None) -> TranslateRequest:
+            return _request(group, language, target, params)
 
-        answered = await asyncio.gather(*(group(language, indices) for language, indices in groups.items()))
+        answered = await translate_each(service, texts, source, target, named, build, client, fields)
     except (GoogleError, *CLIENT_ERRORS) as err:
-        return _error(err)
+        return error_response(err)
     finally:
         log_groups(request.state.log_fields, fields)
     translations: list[dict[str, Any]] = [{} for _ in texts]
-    for i, text, language in (row for rows in answered for row in rows):
+    for i, (text, language) in enumerate(answered):
         translations[i]["translatedText"] = text
         if source is None:
             translations[i]["detectedSourceLanguage"] = language
         if params.get("model"):
             translations[i]["model"] = params["model"]
     return JSONResponse({"data": {"translations": translations}})
+
+
+async def translate_each(
+    service: ServiceState,
+    texts: list[str],
+    source: str | None,
+    target: str,
+    named: bool,
+    build: Callable[[list[str], str | None], TranslateRequest],
+    client: Client | None,
+    fields: dict[str, dict[str, Any]],
+) -> list[tuple[str, str]]:
+    """Each text's translation and the language it was read in. Without ``source`` (and a model ``named``, which
+    translates every text) each text's language is detected on its own, as Google does, each language's texts are
+    translated together (``build`` makes their request), and a text already in ``target`` comes back as it is
+    (``fields``: each group's access log fields)."""
+    if source is not None or named:
+        groups = {source or "auto": list(range(len(texts)))}
+    else:
+        groups = by_language([d.language if d else None for d in await detect_each(service, texts)])
+
+    async def group(language: str, indices: list[int]) -> list[tuple[int, str, str]]:
+        if language == target:  # already in the language asked for: as it is, as Google answers it
+            return [(i, texts[i], language) for i in indices]
+        body = build([texts[i] for i in indices], None if language == "auto" else language)
+        fields[language] = {}
+        done = await native.translate_texts(service, body, fields[language], client=client)
+        found = done.detected.language if done.detected else done.model.source_language
+        said = found if language == "auto" else language
+        return [(i, out.text, said) for i, out in zip(indices, done.texts, strict=True)]
+
+    answered: list[tuple[str, str]] = [("", "")] * len(texts)
+    for rows in await asyncio.gather(*(group(language, indices) for language, indices in groups.items())):
+        for i, text, language in rows:
+            answered[i] = (text, language)
+    return answered
 
 
 _DETECT: dict[str, Any] = {
@@ -287,7 +313,7 @@ async def detect(request: Request, service: Service) -> Response:
                 ]
             )
     except (GoogleError, *CLIENT_ERRORS) as err:
-        return _error(err)
+        return error_response(err)
     return JSONResponse({"data": {"detections": detections}})
 
 
@@ -307,7 +333,7 @@ async def languages(request: Request, service: Service) -> Response:
     try:
         params, _ = await _admitted(request, service)
     except (GoogleError, *CLIENT_ERRORS) as err:
-        return _error(err)
+        return error_response(err)
     named = bool(params.get("target"))
     body = [
         {"language": code, **({"name": language_name(code)} if named else {})} for code in service.models.languages()

@@ -188,10 +188,14 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         assert (
             am.status_code == 503 and am.json()["__type"] == "ServiceUnavailableException" and am.headers["retry-after"]
         )
+        v3 = s.client.post(
+            "/v3/projects/p/locations/global:translateText", json={"contents": ["x"], "targetLanguageCode": "de"}
+        )
+        assert v3.status_code == 503 and v3.json()["error"]["status"] == "UNAVAILABLE" and v3.headers["retry-after"]
         listing = {"X-Amz-Target": "AWSShineFrontendService_20170701.ListLanguages"}  # decodes nothing: answered
         assert s.client.post("/aws", json={}, headers=listing).status_code == 200
         assert s.client.post("/detect", json={"text": "hello world"}).status_code != 503
-        assert 'mt_errors_total{reason="overloaded"} 7.0' in s.client.get("/metrics").text
+        assert 'mt_errors_total{reason="overloaded"} 8.0' in s.client.get("/metrics").text
         first.join()
         second.join()
         assert [r.status_code for r in done] == [200, 200]
