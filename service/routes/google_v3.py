@@ -56,6 +56,20 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"description": "Google's error shape: {error: {code, message, errors, status}}."} for code in codes}
 
 
+def _operation(summary: str, answer: str, codes: tuple[int, ...], **extra: Any) -> dict[str, Any]:
+    """A route's documentation: its summary, its answer, its error statuses and ``openapi_extra``."""
+    return {
+        "summary": summary,
+        "response_class": JSONResponse,
+        "responses": {200: {"description": answer}, **_errors(*codes)},
+        "openapi_extra": extra,
+    }
+
+
+def _json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
 def _at(operation: dict[str, Any], *names: str) -> dict[str, Any]:
     """An operation's arguments with the path's parameters (project, location) documented: the handlers read them
     from the request, since one handler serves the parent with and without a location."""
@@ -160,41 +174,29 @@ def _request(
         raise GoogleError(400, f"Invalid value at '{'.'.join(map(str, first['loc']))}': {first['msg']}") from None
 
 
-_TRANSLATE_TEXT: dict[str, Any] = {
-    "summary": "Google v3: translate texts",
-    "response_class": JSONResponse,
-    "responses": {
-        200: {
-            "description": "{translations: [{translatedText, detectedLanguageCode?, model?}], glossaryTranslations?}"
-        },
-        **_errors(400, 401, 403, 404, 429, 500, 503, 504),
-    },
-    "openapi_extra": {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["contents", "targetLanguageCode"],
-                        "properties": {
-                            "contents": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                            "targetLanguageCode": {"type": "string", "example": "de"},
-                            "sourceLanguageCode": {"type": ["string", "null"]},
-                            "mimeType": {"type": ["string", "null"], "enum": ["text/html", "text/plain", None]},
-                            "model": {"type": ["string", "null"]},
-                            "glossaryConfig": {
-                                "type": ["object", "null"],
-                                "properties": {"glossary": {"type": "string"}, "ignoreCase": {"type": "boolean"}},
-                                "required": ["glossary"],
-                            },
-                        },
-                    }
-                }
+_TRANSLATE_TEXT = _operation(
+    "Google v3: translate texts",
+    "{translations: [{translatedText, detectedLanguageCode?, model?}], glossaryTranslations?}",
+    (400, 401, 403, 404, 429, 500, 503, 504),
+    requestBody=_json_body(
+        {
+            "type": "object",
+            "required": ["contents", "targetLanguageCode"],
+            "properties": {
+                "contents": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "targetLanguageCode": {"type": "string", "example": "de"},
+                "sourceLanguageCode": {"type": ["string", "null"]},
+                "mimeType": {"type": ["string", "null"], "enum": ["text/html", "text/plain", None]},
+                "model": {"type": ["string", "null"]},
+                "glossaryConfig": {
+                    "type": ["object", "null"],
+                    "properties": {"glossary": {"type": "string"}, "ignoreCase": {"type": "boolean"}},
+                    "required": ["glossary"],
+                },
             },
         }
-    },
-}
+    ),
+)
 
 
 @router.post(
@@ -253,25 +255,18 @@ def _transliterated(body: dict[str, Any]) -> bool:
     return isinstance(config, dict) and config.get("enableTransliteration") is True
 
 
-_DETECT: dict[str, Any] = {
-    "summary": "Google v3: detect the language of a text",
-    "response_class": JSONResponse,
-    "responses": {200: {"description": "{languages: [{languageCode, confidence}]}"}, **_errors(400, 401, 403, 429)},
-    "openapi_extra": {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["content"],
-                        "properties": {"content": {"type": "string"}, "mimeType": {"type": ["string", "null"]}},
-                    }
-                }
-            },
+_DETECT = _operation(
+    "Google v3: detect the language of a text",
+    "{languages: [{languageCode, confidence}]}",
+    (400, 401, 403, 429),
+    requestBody=_json_body(
+        {
+            "type": "object",
+            "required": ["content"],
+            "properties": {"content": {"type": "string"}, "mimeType": {"type": ["string", "null"]}},
         }
-    },
-}
+    ),
+)
 
 
 @router.post(
@@ -291,20 +286,15 @@ async def detect_language(request: Request, service: Service) -> Response:
     return JSONResponse({"languages": languages})
 
 
-_LANGUAGES: dict[str, Any] = {
-    "summary": "Google v3: the languages served",
-    "response_class": JSONResponse,
-    "responses": {
-        200: {"description": "{languages: [{languageCode, displayName?, supportSource, supportTarget}]}"},
-        **_errors(400, 401, 403, 429),
-    },
-    "openapi_extra": {
-        "parameters": [
-            {"name": "displayLanguageCode", "in": "query", "schema": {"type": "string"}},
-            {"name": "model", "in": "query", "schema": {"type": "string"}},
-        ]
-    },
-}
+_LANGUAGES = _operation(
+    "Google v3: the languages served",
+    "{languages: [{languageCode, displayName?, supportSource, supportTarget}]}",
+    (400, 401, 403, 429),
+    parameters=[
+        {"name": "displayLanguageCode", "in": "query", "schema": {"type": "string"}},
+        {"name": "model", "in": "query", "schema": {"type": "string"}},
+    ],
+)
 
 
 @router.get(
@@ -332,36 +322,26 @@ async def supported_languages(request: Request, service: Service) -> Response:
     return JSONResponse({"languages": languages})
 
 
-_DOCUMENT: dict[str, Any] = {
-    "summary": "Google v3: translate a document given inline",
-    "response_class": JSONResponse,
-    "responses": {
-        200: {"description": "{documentTranslation: {byteStreamOutputs: [base64], mimeType, detectedLanguageCode?}}"},
-        **_errors(400, 401, 403, 404, 429, 500, 503, 504),
-    },
-    "openapi_extra": {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["targetLanguageCode", "documentInputConfig"],
-                        "properties": {
-                            "targetLanguageCode": {"type": "string"},
-                            "sourceLanguageCode": {"type": ["string", "null"]},
-                            "documentInputConfig": {
-                                "type": "object",
-                                "required": ["content", "mimeType"],
-                                "properties": {"content": {"type": "string"}, "mimeType": {"type": ["string", "null"]}},
-                            },
-                        },
-                    }
-                }
+_DOCUMENT = _operation(
+    "Google v3: translate a document given inline",
+    "{documentTranslation: {byteStreamOutputs: [base64], mimeType, detectedLanguageCode?}}",
+    (400, 401, 403, 404, 429, 500, 503, 504),
+    requestBody=_json_body(
+        {
+            "type": "object",
+            "required": ["targetLanguageCode", "documentInputConfig"],
+            "properties": {
+                "targetLanguageCode": {"type": "string"},
+                "sourceLanguageCode": {"type": ["string", "null"]},
+                "documentInputConfig": {
+                    "type": "object",
+                    "required": ["content", "mimeType"],
+                    "properties": {"content": {"type": "string"}, "mimeType": {"type": ["string", "null"]}},
+                },
             },
         }
-    },
-}
+    ),
+)
 
 
 @router.post(
@@ -430,7 +410,13 @@ def _info(glossary: StoredGlossary, request: Request) -> dict[str, Any]:
     return out
 
 
-async def _existing(request: Request, name: str) -> StoredGlossary:
+def _glossary_route(operation_id: str, summary: str, answer: str, *codes: int) -> dict[str, Any]:
+    return {"operation_id": operation_id, **_at(_operation(summary, answer, codes), "project", "location")}
+
+
+async def _existing(request: Request, service: ServiceState, name: str) -> StoredGlossary:
+    """The glossary of that name (the request admitted first), or GoogleError 404."""
+    await _admitted(request, service)
     glossary = await asyncio.to_thread(_named, _store(request), name)
     if glossary is None:
         raise GoogleError(404, f"Glossary not found: {name}")
@@ -439,11 +425,9 @@ async def _existing(request: Request, name: str) -> StoredGlossary:
 
 @router.get(
     "/locations/{location}/glossaries",
-    operation_id="google_v3_glossaries",
-    openapi_extra=_at({}, "project", "location")["openapi_extra"],
-    summary="Google v3: the server's glossaries",
-    response_class=JSONResponse,
-    responses={200: {"description": "{glossaries: [...]}"}, **_errors(400, 401, 403, 429)},
+    **_glossary_route(
+        "google_v3_glossaries", "Google v3: the server's glossaries", "{glossaries: [...]}", 400, 401, 403, 429
+    ),
 )
 async def list_glossaries(request: Request, service: Service) -> Response:
     try:
@@ -456,16 +440,11 @@ async def list_glossaries(request: Request, service: Service) -> Response:
 
 @router.get(
     "/locations/{location}/glossaries/{name}",
-    operation_id="google_v3_glossary",
-    openapi_extra=_at({}, "project", "location")["openapi_extra"],
-    summary="Google v3: a glossary",
-    response_class=JSONResponse,
-    responses={200: {"description": "The glossary."}, **_errors(400, 401, 403, 404, 429)},
+    **_glossary_route("google_v3_glossary", "Google v3: a glossary", "The glossary.", 400, 401, 403, 404, 429),
 )
 async def get_glossary(name: str, request: Request, service: Service) -> Response:
     try:
-        await _admitted(request, service)
-        glossary = await _existing(request, name)
+        glossary = await _existing(request, service, name)
     except (GoogleError, *CLIENT_ERRORS) as err:
         return error_response(err)
     return JSONResponse(_info(glossary, request))
@@ -473,16 +452,16 @@ async def get_glossary(name: str, request: Request, service: Service) -> Respons
 
 @router.delete(
     "/locations/{location}/glossaries/{name}",
-    operation_id="google_v3_delete_glossary",
-    openapi_extra=_at({}, "project", "location")["openapi_extra"],
-    summary="Google v3: delete a glossary (an operation already done)",
-    response_class=JSONResponse,
-    responses={200: {"description": "A long-running operation, done."}, **_errors(400, 401, 403, 404, 429)},
+    **_glossary_route(
+        "google_v3_delete_glossary",
+        "Google v3: delete a glossary (an operation already done)",
+        "A long-running operation, done.",
+        *(400, 401, 403, 404, 429),
+    ),
 )
 async def delete_glossary(name: str, request: Request, service: Service) -> Response:
     try:
-        await _admitted(request, service)
-        glossary = await _existing(request, name)
+        glossary = await _existing(request, service, name)
         await asyncio.to_thread(_store(request).remove, glossary.glossary_id)
     except (GoogleError, *CLIENT_ERRORS) as err:
         return error_response(err)
@@ -501,11 +480,12 @@ async def delete_glossary(name: str, request: Request, service: Service) -> Resp
 
 @router.post(
     "/locations/{location}/glossaries",
-    operation_id="google_v3_create_glossary",
-    openapi_extra=_at({}, "project", "location")["openapi_extra"],
-    summary="Google v3: create a glossary (refused: made through DeepL's or Amazon's API)",
-    response_class=JSONResponse,
-    responses={400: {"description": "Always, saying where glossaries are made."}, **_errors(401, 403, 429)},
+    **_glossary_route(
+        "google_v3_create_glossary",
+        "Google v3: create a glossary (refused: made through DeepL's or Amazon's API)",
+        "Never: glossaries are made through DeepL's or Amazon's API.",
+        *(400, 401, 403, 429),
+    ),
 )
 async def create_glossary(request: Request, service: Service) -> Response:
     try:

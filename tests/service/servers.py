@@ -18,6 +18,7 @@ from service.app import create_app
 from service.deps import ServiceState
 from service.loader import EngineLoader
 from service.settings import Settings
+from testkit.fake_engine import FakeLoader, write_fake_bundle
 from testkit.server import ProcessServer, free_port, process_server
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "process_server",
     "settings_for",
     "thread_server",
+    "two_way_bundles",
+    "two_way_server",
     "wait_until",
 ]
 
@@ -85,3 +88,20 @@ def settings_for(bundle: Path, **overrides: object) -> Settings:
     """A test server's settings: short batching wait, then ``overrides`` (conftest clears MT_*)."""
     values: dict[str, object] = {"bundle": bundle, "max_wait_ms": 2.0, **overrides}
     return Settings.model_validate(values)
+
+
+def two_way_bundles(root: Path) -> list[Path]:
+    """Two fake models, en→de and de→en (whose translations start with "en:"), in ``root``."""
+    return [
+        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
+        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
+    ]
+
+
+@contextmanager
+def two_way_server(root: Path, **overrides: object) -> Iterator[ThreadServer]:
+    """A server of the two fake models of ``two_way_bundles`` (the other services' APIs detect and route by
+    language)."""
+    bundles = two_way_bundles(root)
+    with thread_server(settings_for(bundles[0], bundles=bundles, **overrides), FakeLoader()) as running:
+        yield running

@@ -19,7 +19,7 @@ boto3 = pytest.importorskip("boto3")
 from botocore.exceptions import ClientError  # noqa: E402
 
 from testkit.fake_engine import FakeLoader, write_fake_bundle  # noqa: E402
-from tests.service.servers import ThreadServer, settings_for, thread_server  # noqa: E402
+from tests.service.servers import ThreadServer, settings_for, thread_server, two_way_server  # noqa: E402
 
 ENGLISH = "The file could not be saved."
 TARGET = "AWSShineFrontendService_20170701."
@@ -37,12 +37,7 @@ def _client(url: str, key: str = "any") -> Any:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
-    root = tmp_path_factory.mktemp("aws")
-    bundles = [
-        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
-        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
-    ]
-    with thread_server(settings_for(bundles[0], bundles=bundles, max_chars=2000), FakeLoader()) as running:
+    with two_way_server(tmp_path_factory.mktemp("aws"), max_chars=2000) as running:
         yield running
 
 

@@ -23,22 +23,15 @@ from service.document_store import DocumentStore
 from service.models import ConfigurationError
 from service.routes import deepl as deepl_routes
 from testkit.fake_engine import FakeLoader, write_fake_bundle
-from tests.service.servers import ThreadServer, settings_for, thread_server
+from tests.service.servers import ThreadServer, settings_for, thread_server, two_way_bundles
 
 ENGLISH = "The file could not be saved because the disk is full."
 GERMAN = "Die Datei konnte nicht gespeichert werden, weil der Datenträger voll ist."
 
 
-def _bundles(root: Path) -> list[Path]:
-    return [
-        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
-        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
-    ]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
-    bundles = _bundles(tmp_path_factory.mktemp("deepl"))
+    bundles = two_way_bundles(tmp_path_factory.mktemp("deepl"))
     with thread_server(settings_for(bundles[0], bundles=bundles), FakeLoader()) as running:
         yield running
 
@@ -321,7 +314,7 @@ def test_the_key_is_asked_for_as_deepl_does(tmp_path: Path) -> None:
 
 
 def test_glossaries_outlive_a_restart_and_replicas_share_a_glossary_dir(tmp_path: Path) -> None:
-    bundles, kept = _bundles(tmp_path), tmp_path / "glossaries"
+    bundles, kept = two_way_bundles(tmp_path), tmp_path / "glossaries"
     settings = settings_for(bundles[0], bundles=bundles, glossary_dir=kept)
     with thread_server(settings, FakeLoader()) as s:
         created = deepl.Translator("k", server_url=s.url + "/deepl/").create_glossary(
@@ -353,7 +346,7 @@ def test_glossaries_outlive_a_restart_and_replicas_share_a_glossary_dir(tmp_path
 def test_replicas_sharing_a_document_dir_answer_for_each_others_documents(tmp_path: Path) -> None:
     """MT_DOCUMENT_DIR: a document uploaded to one replica has its status and result on another, and after a
     restart; LibreTranslate's downloads too."""
-    bundles, kept = _bundles(tmp_path), tmp_path / "documents"
+    bundles, kept = two_way_bundles(tmp_path), tmp_path / "documents"
     settings = settings_for(bundles[0], bundles=bundles, document_dir=kept)
     with thread_server(settings, FakeLoader()) as a, thread_server(settings, FakeLoader()) as b:
         r = a.client.post("/deepl/v2/document", files={"file": ("notes.txt", b"one two\n")}, data={"target_lang": "DE"})
@@ -394,7 +387,7 @@ def _document_state(kept: Path, document_id: str, status: str, written: float | 
 def test_a_document_whose_replica_stopped_is_an_error_not_translating_forever(tmp_path: Path) -> None:
     """A replica killed while it translated a document leaves its state "translating" in MT_DOCUMENT_DIR: once it
     has not been written for STALE_S, other replicas (and the replica restarted) answer that it failed."""
-    bundles, kept = _bundles(tmp_path), tmp_path / "documents"
+    bundles, kept = two_way_bundles(tmp_path), tmp_path / "documents"
     now = time.time()
     dead = _document_state(kept, "DEAD", "translating", now - deepl_routes.STALE_S - 5)
     queued = _document_state(kept, "QUEUED", "queued", now - deepl_routes.STALE_S - 5)
@@ -426,7 +419,7 @@ def test_a_replica_translating_a_document_keeps_its_state_fresh(
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(deepl_routes.native, "translate_file", slow)
-    bundles, kept = _bundles(tmp_path), tmp_path / "documents"
+    bundles, kept = two_way_bundles(tmp_path), tmp_path / "documents"
     settings = settings_for(bundles[0], bundles=bundles, document_dir=kept)
     with thread_server(settings, FakeLoader()) as a, thread_server(settings, FakeLoader()) as b:
         r = a.client.post("/deepl/v2/document", files={"file": ("notes.txt", b"one two\n")}, data={"target_lang": "DE"})

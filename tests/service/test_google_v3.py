@@ -17,7 +17,7 @@ from google.auth import api_key  # noqa: E402
 from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 from testkit.fake_engine import FakeLoader, write_fake_bundle  # noqa: E402
-from tests.service.servers import ThreadServer, settings_for, thread_server  # noqa: E402
+from tests.service.servers import ThreadServer, settings_for, thread_server, two_way_server  # noqa: E402
 
 ENGLISH = "The file could not be saved."
 GERMAN = "Die Datei konnte nicht gespeichert werden."
@@ -26,12 +26,7 @@ PARENT = "projects/my-project/locations/global"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
-    root = tmp_path_factory.mktemp("google-v3")
-    bundles = [
-        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
-        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
-    ]
-    with thread_server(settings_for(bundles[0], bundles=bundles), FakeLoader()) as running:
+    with two_way_server(tmp_path_factory.mktemp("google-v3")) as running:
         yield running
 
 

@@ -20,7 +20,7 @@ from azure.core.credentials import AzureKeyCredential  # noqa: E402
 from azure.core.exceptions import HttpResponseError  # noqa: E402
 
 from testkit.fake_engine import FakeLoader, write_fake_bundle  # noqa: E402
-from tests.service.servers import ThreadServer, settings_for, thread_server  # noqa: E402
+from tests.service.servers import ThreadServer, settings_for, thread_server, two_way_server  # noqa: E402
 
 ENGLISH = "The file could not be saved because the disk is full. Free some space and try again."
 GERMAN = "Die Datei konnte nicht gespeichert werden."
@@ -32,12 +32,7 @@ NEWER_CLIENT = Path(sys.prefix) / "azure-text-2"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
-    root = tmp_path_factory.mktemp("microsoft")
-    bundles = [
-        write_fake_bundle(root / "en-de", name="fake-en-de", languages="en-de"),
-        write_fake_bundle(root / "de-en", name="fake-de-en", languages="de-en", prefix="en:"),
-    ]
-    with thread_server(settings_for(bundles[0], bundles=bundles), FakeLoader()) as running:
+    with two_way_server(tmp_path_factory.mktemp("microsoft")) as running:
         yield running
 
 
