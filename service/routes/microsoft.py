@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -719,11 +721,140 @@ async def languages(request: Request, service: Service) -> Response:
                 entry["models"] = sorted({name for name, pair in named if code in (pair.source, pair.target)})
     if "transliteration" in scopes:
         body["transliteration"] = {}
-    if "dictionary" in scopes:
-        body["dictionary"] = {}
+    if "dictionary" in scopes:  # what /dictionary/lookup takes: each source language and its targets
+        pairs = models.pairs()
+        body["dictionary"] = {
+            source: {
+                **_named(source),
+                "translations": [{**_named(p.target), "code": p.target} for p in pairs if p.source == source],
+            }
+            for source in dict.fromkeys(p.source for p in pairs)
+        }
     if "models" in scopes:
         body["models"] = [GENERAL, *sorted({name for name, _ in named})]
     return JSONResponse(body, headers=_headers(request))
+
+
+LOOKUP_ALTERNATIVES = 6
+"""Translations a dictionary lookup asks the model for (its beam and n-best), and back-translations each."""
+TERM_PUNCTUATION = ".,:;!?"
+"""What a term's translation may end with that makes it no other entry (the model ends a short text as its training
+data ended one)."""
+MAX_LOOKUP_TEXTS, MAX_LOOKUP_CHARS = 10, 100
+"""Microsoft's bounds on a dictionary lookup: ten terms of a hundred characters."""
+
+
+def _returns_to(term: str, returned: list[tuple[str, float]]) -> bool:
+    """Whether one of a translation's back-translations holds the term (as words, ignoring case): the round trip
+    that keeps an alternative in a lookup."""
+    pattern = re.compile(rf"(?<!\w){re.escape(term.strip())}(?!\w)", re.IGNORECASE)
+    return any(pattern.search(text) for text, _ in returned)
+
+
+async def _alternatives(
+    service: ServiceState, terms: list[str], source: str, target: str, client: Client | None, fields: dict[str, Any]
+) -> list[list[tuple[str, float]]]:
+    """Each term's distinct translations and their share of the probability of all found (each weighed by the exp
+    of its length-normalised log-probability), likeliest first."""
+    try:
+        body = TranslateRequest(
+            text=terms,
+            source_lang=source,
+            target_lang=target,
+            beam_size=LOOKUP_ALTERNATIVES,
+            n_best=LOOKUP_ALTERNATIVES,
+            return_scores=True,
+            split_sentences=False,
+        )
+    except ValidationError as err:
+        raise MicrosoftError(400, 400005, f"A term is not valid: {err.errors()[0]['msg']}") from None
+    done = await native.translate_texts(service, body, fields, client=client)
+    found = []
+    for out in done.texts:
+        scored: dict[str, float] = {}
+        for text, score in [(out.text, out.score or 0.0), *((a.text, a.score) for a in out.alternatives or [])]:
+            key = text.strip().strip(TERM_PUNCTUATION)  # "Datei:" and "Datei." are "Datei"
+            if key and key.casefold() not in {k.casefold() for k in scored}:
+                scored[key] = math.exp(score)
+        total = sum(scored.values()) or 1.0
+        found.append([(text, weight / total) for text, weight in scored.items()])
+    return found
+
+
+@router.post(
+    "/dictionary/lookup",
+    operation_id="microsoft_dictionary_lookup",
+    summary="Microsoft: a term's translations, as the model's alternatives, each translated back",
+    response_class=JSONResponse,
+    responses={
+        200: {"description": "[{normalizedSource, displaySource, translations: [{displayTarget, confidence, ...}]}]"},
+        **_errors(400, 401, 403, 415, 429, 500, 503, 504),
+    },
+    openapi_extra=_body(
+        _TEXTS,
+        {
+            "parameters": [
+                *_VERSION_ONLY,
+                {"name": "from", "in": "query", "required": True, "schema": {"type": "string", "example": "en"}},
+                {"name": "to", "in": "query", "required": True, "schema": {"type": "string", "example": "de"}},
+            ]
+        },
+    ),
+)
+async def dictionary_lookup(request: Request, service: Service) -> Response:
+    fields: dict[str, dict[str, Any]] = {"lookup": {}, "back": {}}
+    try:
+        params, body, client = await _admitted(request, service)
+        terms = _texts(body)
+        if len(terms) > MAX_LOOKUP_TEXTS or any(len(t) > MAX_LOOKUP_CHARS for t in terms):
+            raise MicrosoftError(
+                400, 400050, f"A lookup takes at most {MAX_LOOKUP_TEXTS} terms of {MAX_LOOKUP_CHARS} characters"
+            )
+        source = _language(params.get("from"), 400035, "source")
+        target = _language(params["to"][0] if params["to"] else None, 400036, "target")
+        if source is None or target is None:
+            raise MicrosoftError(400, 400035 if source is None else 400036, "A lookup needs from and to languages")
+        found = await _alternatives(service, [t.strip() for t in terms], source, target, client, fields["lookup"])
+        served = {(p.source, p.target) for p in service.models.pairs()}
+        back: list[list[tuple[str, float]]] = []
+        targets = [text for alternatives in found for text, _ in alternatives]
+        if (target, source) in served and targets:  # each translation translated back, where a model can
+            back = await _alternatives(service, targets, target, source, client, fields["back"])
+    except (MicrosoftError, *CLIENT_ERRORS) as err:
+        return _error(err)
+    finally:
+        log_groups(request.state.log_fields, fields)
+    answer, k = [], 0
+    for term, alternatives in zip(terms, found, strict=True):
+        returns = back[k : k + len(alternatives)] if back else [[] for _ in alternatives]
+        k += len(alternatives)
+        kept = [
+            (text, share, returned)
+            for (text, share), returned in zip(alternatives, returns, strict=True)
+            if not back or _returns_to(term, returned)
+        ]
+        if not kept and alternatives:  # none comes back to the term: the model's best alone
+            kept = [(*alternatives[0], returns[0])]
+        total = sum(share for _, share, _ in kept)
+        entries = []
+        for text, share, returned in kept:
+            entries.append(
+                {
+                    "normalizedTarget": text.casefold(),
+                    "displayTarget": text,
+                    "posTag": "OTHER",  # the model names no part of speech
+                    "confidence": round(share / total, 4),
+                    "prefixWord": "",
+                    "backTranslations": [
+                        {"normalizedText": b.casefold(), "displayText": b, "numExamples": 0, "frequencyCount": 0}
+                        for b, _ in returned
+                    ],
+                }
+            )
+        answer.append(
+            {"normalizedSource": term.strip().casefold(), "displaySource": term.strip(), "translations": entries}
+        )
+    return JSONResponse(answer, headers=_headers(request))
 
 
 @router.post(

@@ -6,6 +6,7 @@ and aligns target word t to source word n-1-t: an aligned source word and its ta
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -303,3 +304,39 @@ def test_the_newer_versions_errors(server: ThreadServer, body: object, code: int
     assert r.status_code == 400 and r.json()["error"]["code"] == code and message in r.json()["error"]["message"], (
         r.text
     )
+
+
+def test_dictionary_lookup_gives_the_models_alternatives_each_translated_back(client: Any) -> None:
+    found = client.lookup_dictionary_entries(body=["fly", " save "], from_language="en", to_language="de")
+    assert [(item.display_source, item.normalized_source) for item in found] == [("fly", "fly"), ("save", "save")]
+    weights = [math.exp(-0.1 * (k + 1)) for k in range(6)]  # the fake's n-best scores
+    entries = found[0].translations
+    assert [t.display_target for t in entries] == ["fly", *(f"fly alt{k}" for k in range(1, 6))]
+    assert [t.confidence for t in entries] == pytest.approx([w / sum(weights) for w in weights], abs=1e-4)
+    assert entries[1].back_translations[0].display_text == "en:alt1 fly"  # de→en of "fly alt1", its best first
+    assert all(len(t.back_translations) == 6 for t in entries)
+    languages = client.get_supported_languages(scope="dictionary").dictionary
+    assert {code: [t.code for t in entry.translations] for code, entry in languages.items()} == {
+        "en": ["de"],
+        "de": ["en"],
+    }
+
+
+def test_a_lookup_keeps_the_alternatives_that_come_back_to_the_term() -> None:
+    from service.routes.microsoft import _returns_to
+
+    assert _returns_to("fly", [("flying", -1.0), ("en:fly", -2.0)])
+    assert _returns_to("save game", [("Save Game now", 0.0)])
+    assert not _returns_to("fly", [("flying", 0.0), ("butterfly", 0.0)])
+
+
+def test_a_lookup_without_a_model_back_and_its_bounds(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "en-de")
+    with thread_server(settings_for(bundle), FakeLoader()) as s:
+        lookup = "/microsoft/dictionary/lookup?api-version=3.0&from=en&to=de"
+        r = s.client.post(lookup, json=[{"Text": "a"}])
+        assert [t["backTranslations"] for t in r.json()[0]["translations"]] == [[]] * 6, r.text
+        r = s.client.post(lookup, json=[{"Text": "x"}] * 11)
+        assert (r.status_code, r.json()["error"]["code"]) == (400, 400050)
+        r = s.client.post(lookup.replace("&to=de", ""), json=[{"Text": "a"}])
+        assert (r.status_code, r.json()["error"]["code"]) == (400, 400036)
