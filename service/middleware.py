@@ -188,8 +188,10 @@ class Shed:
         self.known = known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        shape = self._shape(scope.get("path", "")) if scope["type"] == "http" else None
-        refused = self.refusal() if shape and scope["method"] == "POST" and self._may_refuse(scope, shape) else None
+        shape = self._shape(scope.get("path", "")) if scope["type"] == "http" and scope["method"] == "POST" else None
+        refused = self.refusal() if shape else None  # the headers are read only while the queue is full
+        if refused is not None and not self._may_refuse(scope, shape or ""):
+            refused = None
         if refused is None:
             await self.app(scope, receive, send)
             return

@@ -44,7 +44,7 @@ from inference.glossary import MAX_TERMS
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.document_store import DocumentStore
-from service.errors import ApiError
+from service.errors import CLIENT_ERRORS, ApiError, as_api_error
 from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError, parse_entries
 from service.keys import Client, KeyRefused
 from service.recent import Recent
@@ -222,9 +222,11 @@ def _response(status: int, body: object, headers: dict[str, str] | None = None) 
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _error(err: DeepLError | ApiError | StoreError) -> JSONResponse:
-    if isinstance(err, StoreError):
-        return _response(400, {"message": str(err)})
+def _error(error: Exception) -> JSONResponse:
+    """DeepL's answer to a DeepLError, a StoreError or one of the server's own errors (CLIENT_ERRORS)."""
+    if isinstance(error, StoreError):
+        return _response(400, {"message": str(error)})
+    err = error if isinstance(error, DeepLError) else as_api_error(error)
     # DeepL answers a bad request 400 (this API's validation errors are 422), a wrong key 403, a spent quota 456
     status = {401: 403, 415: 400, 422: 400}.get(err.status, err.status)
     if isinstance(err, ApiError) and err.code == "quota_exceeded":
@@ -390,7 +392,7 @@ async def translate(request: Request, service: Service) -> Response:
         terms = _glossary_terms(_state(request).glossaries, params, source, target)
         body = _request(texts, source or "auto", target or "", params, terms)
         done = await native.translate_texts(service, body, request.state.log_fields, client=client)
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     detected = (done.detected.language if done.detected else source) or done.model.source_language
     _state(request).count(sum(len(t) for t in texts))
@@ -430,7 +432,7 @@ async def languages(request: Request, service: Service) -> Response:
         kind = params.get("type", "source")
         if kind not in ("source", "target"):
             raise DeepLError(400, "Value for 'type' not supported: use source or target")
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     codes = sorted({getattr(pair, kind) for pair in service.models.pairs()})
     if kind == "source":
@@ -455,7 +457,7 @@ _USAGE: dict[str, Any] = {
 async def usage(request: Request, service: Service) -> Response:
     try:
         client = _check_key(service, request, await _params(request), quota=False)
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     if client is None or client.characters_per_day is None:
         return _response(200, {"character_count": _state(request).characters, "character_limit": NO_LIMIT})
@@ -545,7 +547,7 @@ def _glossary_terms(
 async def glossary_pairs(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     pairs = sorted({(pair.source, pair.target) for pair in service.models.pairs()})
     return _response(200, {"supported_languages": [{"source_lang": s, "target_lang": t} for s, t in pairs]})
@@ -577,7 +579,7 @@ async def create_glossary(request: Request, service: Service) -> Response:
             raise DeepLError(400, "Parameter 'name' not specified.")
         glossary = StoredGlossary.new(name.strip(), [_dictionary(service, params)])
         await asyncio.to_thread(_state(request).glossaries.add, glossary)
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return _response(201, glossary.v2_info())
 
@@ -591,7 +593,7 @@ async def create_glossary(request: Request, service: Service) -> Response:
 async def list_glossaries(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     listed = [g.v2_info() for g in _state(request).glossaries.all()]  # the v3 API lists the others too
     return _response(200, {"glossaries": [info for info in listed if info is not None]})
@@ -609,7 +611,7 @@ async def get_glossary(glossary_id: str, request: Request, service: Service) -> 
         glossary = _glossary(request, glossary_id)
         _one_pair(glossary)
         return _response(200, glossary.v2_info())
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
 
 
@@ -626,7 +628,7 @@ async def glossary_entries(glossary_id: str, request: Request, service: Service)
     try:
         _check_key(service, request, await _params(request))
         dictionary = _one_pair(_glossary(request, glossary_id))
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return Response(dictionary.tsv(), media_type="text/tab-separated-values; charset=utf-8")
 
@@ -643,7 +645,7 @@ async def delete_glossary(glossary_id: str, request: Request, service: Service) 
         _check_key(service, request, await _params(request))
         if not await asyncio.to_thread(_state(request).glossaries.remove, glossary_id):
             raise DeepLError(404, f"Glossary not found: {glossary_id!r}")
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return Response(status_code=204)
 
@@ -718,7 +720,7 @@ async def create_glossary_v3(request: Request, service: Service) -> Response:
         _check_key(service, request, params)
         glossary = StoredGlossary.new(_name(params, True) or "", _dictionaries(service, params, True))
         await asyncio.to_thread(_state(request).glossaries.add, glossary)
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return _response(201, glossary.v3_info())
 
@@ -732,7 +734,7 @@ async def create_glossary_v3(request: Request, service: Service) -> Response:
 async def list_glossaries_v3(request: Request, service: Service) -> Response:
     try:
         _check_key(service, request, await _params(request))
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return _response(200, {"glossaries": [g.v3_info() for g in _state(request).glossaries.all()]})
 
@@ -747,7 +749,7 @@ async def get_glossary_v3(glossary_id: str, request: Request, service: Service) 
     try:
         _check_key(service, request, await _params(request))
         return _response(200, _glossary(request, glossary_id).v3_info())
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
 
 
@@ -777,7 +779,7 @@ async def update_glossary_v3(glossary_id: str, request: Request, service: Servic
         if name is not None:
             changed = dataclasses.replace(changed, name=name)
         await _store(request, changed)
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return _response(200, changed.v3_info())
 
@@ -797,7 +799,7 @@ async def glossary_entries_v3(glossary_id: str, request: Request, service: Servi
         dictionary = _glossary(request, glossary_id).dictionary(source, target)
         if dictionary is None:
             raise DeepLError(404, f"The glossary {glossary_id!r} has no dictionary for {source}->{target}.")
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     entries = {"source_lang": source, "target_lang": target, "entries": dictionary.tsv(), "entries_format": "tsv"}
     return _response(200, {"dictionaries": [entries]})
@@ -820,7 +822,7 @@ async def replace_dictionary_v3(glossary_id: str, request: Request, service: Ser
             d for d in glossary.dictionaries if (d.source_lang, d.target_lang) != (new.source_lang, new.target_lang)
         ]
         await _store(request, glossary.with_dictionaries([*others, new]))
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return _response(200, new.info())
 
@@ -845,7 +847,7 @@ async def delete_dictionary_v3(glossary_id: str, request: Request, service: Serv
         if not kept:
             raise DeepLError(400, "That is the glossary's last dictionary: delete the glossary instead.")
         await _store(request, glossary.with_dictionaries(kept))
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     return Response(status_code=204)
 
@@ -932,7 +934,7 @@ async def upload_document(request: Request, service: Service) -> Response:
         terms = _glossary_terms(_state(request).glossaries, params, source, target)
         options: dict[str, Any] = {"source_lang": source or "auto", "target_lang": target, "glossary": terms}
         data = await upload.read()
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     document_id = uuid.uuid4().hex.upper()
     job = _Job(key=secrets.token_hex(32).upper(), name=name)
@@ -1010,7 +1012,7 @@ async def _job(request: Request, service: ServiceState, document_id: str) -> _Jo
 async def document_status(document_id: str, request: Request, service: Service) -> Response:
     try:
         job = await _job(request, service, document_id)
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     if job.task is not None and not job.task.done():  # a short document is done by then: no 5 s poll for it
         await asyncio.wait({job.task}, timeout=STATUS_WAIT_S)
@@ -1039,7 +1041,7 @@ async def document_result(document_id: str, request: Request, service: Service) 
             raise DeepLError(400, f"The document was not translated: {job.error}")
         if job.status != "done":
             raise DeepLError(503, "Document not ready: ask for its status until it is done.")
-    except (DeepLError, ApiError, StoreError) as err:
+    except (DeepLError, StoreError, *CLIENT_ERRORS) as err:
         return _error(err)
     quoted = _quote(job.name)
     return Response(

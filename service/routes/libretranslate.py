@@ -25,7 +25,7 @@ from core.documents import KINDS, media_type
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.document_store import DocumentStore
-from service.errors import ApiError
+from service.errors import CLIENT_ERRORS, as_api_error
 from service.keys import Client, KeyRefused
 from service.routes import translate as native
 from service.routes.params import BadBody, ShapedError, read_params, request_body
@@ -97,7 +97,9 @@ def _response(status: int, body: object, headers: dict[str, str] | None = None) 
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _error(err: LtError | ApiError) -> JSONResponse:
+def _error(error: Exception) -> JSONResponse:
+    """LibreTranslate's answer to an LtError or to one of the server's own errors (CLIENT_ERRORS)."""
+    err = error if isinstance(error, LtError) else as_api_error(error)
     return _response(err.status, {"error": err.message}, err.headers)
 
 
@@ -210,7 +212,7 @@ async def translate(request: Request, service: Service) -> Response:
         alternatives = _alternatives(params)
         body = _request(q, source, target, alternatives, text_format)
         done = await native.translate_texts(service, body, request.state.log_fields, client=client)
-    except (LtError, ApiError) as err:
+    except (LtError, *CLIENT_ERRORS) as err:
         return _error(err)
     texts = [t.text for t in done.texts]
     others = [[a.text for a in (t.alternatives or [])][:alternatives] for t in done.texts]
@@ -318,7 +320,7 @@ async def detect(request: Request, service: Service) -> Response:
                 400, f"Invalid request: request ({len(text)}) exceeds text limit ({service.settings.max_chars})"
             )
         found = await service.models.detect(text)
-    except (LtError, ApiError) as err:
+    except (LtError, *CLIENT_ERRORS) as err:
         return _error(err)
     return _response(200, [_detected(d) for d in found])
 
@@ -360,7 +362,7 @@ async def translate_file(request: Request, service: Service) -> Response:
         translated, _ = await native.translate_file(
             service, name, data, options, request.state.log_fields, client=client
         )
-    except (LtError, ApiError) as err:
+    except (LtError, *CLIENT_ERRORS) as err:
         return _error(err)
     key = f"{uuid.uuid4()}.{name}"
     _files(request).put(key, translated)

@@ -203,6 +203,53 @@ def test_full_queue_gets_503_with_retry_after(tmp_path: Path) -> None:
         assert "MT_MAX_QUEUE" in error(too_big, 413, "too_large")
 
 
+def test_a_request_the_queue_has_no_room_for_is_refused_in_its_apis_shape(tmp_path: Path) -> None:
+    """The queue not full (so not refused early), but without room for the request's sentences: each API answers
+    the batcher's refusal in its own shape, not this API's."""
+    bundle = write_fake_bundle(tmp_path / "b", delay_s=1.5)  # the queue holds while the checks below run
+    loader = FakeLoader()
+    with thread_server(settings_for(bundle, max_queue=3, max_wait_ms=0, inflight_batches=1), loader) as s:
+        first = threading.Thread(target=s.client.post, args=("/translate",), kwargs={"json": {"text": "decoding"}})
+        first.start()
+        wait_until(lambda: len(loader.last.batches) == 1, what="the first batch to start")
+        second = threading.Thread(target=s.client.post, args=("/translate",), kwargs={"json": {"text": ["a", "b"]}})
+        second.start()
+        wait_until(lambda: s.service.batcher.depth == 2, what="two sentences queued")
+        two = ["one more", "and another"]
+        answers = {
+            "libretranslate": s.client.post(
+                "/libretranslate/translate", json={"q": two, "source": "en", "target": "de"}
+            ),
+            "deepl": s.client.post("/deepl/v2/translate", json={"text": two, "target_lang": "DE"}),
+            "google": s.client.post("/language/translate/v2", json={"q": two, "target": "de", "source": "en"}),
+            "google v3": s.client.post(
+                "/v3/projects/p:translateText",
+                json={"contents": two, "targetLanguageCode": "de", "sourceLanguageCode": "en"},
+            ),
+            "microsoft": s.client.post(
+                "/microsoft/translate?api-version=3.0&to=de&from=en", json=[{"Text": t} for t in two]
+            ),
+        }
+        shapes = {name: (r.status_code, sorted(r.json())) for name, r in answers.items()}
+        assert shapes == {
+            "libretranslate": (503, ["error"]),
+            "deepl": (503, ["message"]),
+            "google": (503, ["error"]),
+            "google v3": (503, ["error"]),
+            "microsoft": (503, ["error"]),
+        }, {name: r.text for name, r in answers.items()}
+        assert answers["microsoft"].json()["error"]["code"] == 503000
+        assert answers["google"].json()["error"]["status"] == "UNAVAILABLE"
+        assert all(r.headers["retry-after"] for r in answers.values())
+        aws = {"X-Amz-Target": "AWSShineFrontendService_20170701.TranslateText"}
+        am = s.client.post(
+            "/aws", json={"Text": "x. y.", "SourceLanguageCode": "en", "TargetLanguageCode": "de"}, headers=aws
+        )
+        assert (am.status_code, am.json()["__type"]) == (503, "ServiceUnavailableException"), am.text
+        first.join()
+        second.join()
+
+
 def test_a_full_queue_refuses_early_only_a_request_with_the_right_api_key(tmp_path: Path) -> None:
     """With MT_API_KEY set, a request without the key is told so (401) even while the queue is full; one with it
     is refused (503) before its body is parsed; LibreTranslate's requests, whose key is in the body, go on to
