@@ -30,6 +30,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from html import unescape
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -55,6 +56,10 @@ NEXT_VERSION = "2026-06-06"
 GENERAL = "general"
 """``category``: Microsoft's general models; here, the server's choice by language."""
 LATIN = "Latn"
+DYNAMIC_DICTIONARY = re.compile(
+    r"<mstrans:dictionary\s+translation\s*=\s*\"([^\"]*)\"\s*>(.*?)</mstrans:dictionary>", re.DOTALL | re.IGNORECASE
+)
+"""Microsoft's dynamic dictionary markup: a phrase and the translation it must get."""
 
 NATIVE_NAMES = {
     "ar": "العربية",
@@ -232,7 +237,7 @@ def _inputs(body: Any) -> list[Item]:
         for target in targets:
             _check_target(target, f"inputs[{i}].targets")
         items.append(
-            Item(
+            Item.read(
                 item["text"],
                 _language(item.get("language"), 400035, "source"),
                 text_type.lower() == "html",
@@ -314,6 +319,24 @@ class Item:
     source: str | None
     html: bool
     targets: tuple[Target, ...]
+    terms: tuple[tuple[str, str], ...] = ()
+    """The text's dynamic dictionary: phrases and the translations they must get."""
+
+    @classmethod
+    def read(cls, raw: str, source: str | None, html: bool, targets: tuple[Target, ...]) -> Item:
+        """An item from a text that may mark phrases with Microsoft's dynamic dictionary, ``<mstrans:dictionary
+        translation="...">phrase</mstrans:dictionary>``: the markup taken out, each phrase a glossary term of the
+        text's request (inference/glossary.py: its translation put where the model's is, if that differs)."""
+        terms: dict[str, str] = {}
+
+        def phrase(found: re.Match[str]) -> str:
+            terms[found.group(2).strip()] = unescape(found.group(1))
+            return found.group(2)
+
+        text = DYNAMIC_DICTIONARY.sub(phrase, raw)
+        if terms and source is None:
+            raise MicrosoftError(400, 400035, "The dynamic dictionary needs the text's language: send from")
+        return cls(text, source, html, targets, tuple(terms.items()))
 
 
 @dataclass(frozen=True)
@@ -333,7 +356,9 @@ def _model(value: Any, name: str) -> str | None:
     return value
 
 
-def _request(texts: list[str], source: str | None, target: Target, html: bool) -> TranslateRequest:
+def _request(
+    texts: list[str], source: str | None, target: Target, html: bool, terms: tuple[tuple[str, str], ...] = ()
+) -> TranslateRequest:
     try:
         return TranslateRequest(
             text=texts,
@@ -341,6 +366,7 @@ def _request(texts: list[str], source: str | None, target: Target, html: bool) -
             target_lang=target.language,
             model=target.model,
             format="html" if html else "text",
+            glossary=dict(terms) or None,
         )
     except ValidationError as err:
         first = err.errors()[0]
@@ -359,27 +385,29 @@ async def _translate(
 ) -> tuple[list[Detection | None], list[list[Translated]]]:
     """Each item's translation into each of its targets, and the language detected in each (None where it was
     given or nothing was). Texts without a language are detected one by one, as Microsoft does; the texts of one
-    language, target, model and kind are translated together (``groups``: each one's access log fields)."""
+    language, target, model, kind and dynamic dictionary are translated together (``groups``: each one's access log
+    fields)."""
     for item in items:  # every field checked before any detection
         for target in item.targets:
-            _request(["-"], item.source, target, item.html)
+            _request(["-"], item.source, target, item.html, item.terms)
     detected: list[Detection | None] = [None] * len(items)
     unknown = [i for i, item in enumerate(items) if item.source is None and any(not t.model for t in item.targets)]
     for i, detection in zip(unknown, await detect_each(service, [items[i].text for i in unknown]), strict=True):
         detected[i] = detection
     fallback = suggested or next((d.language for d in detected if d is not None), "auto")
-    work: dict[tuple[str, Target, bool], list[tuple[int, int]]] = {}
+    work: dict[tuple[str, Target, bool, tuple[tuple[str, str], ...]], list[tuple[int, int]]] = {}
     results: list[list[Translated]] = [[Translated(item.text, None)] * len(item.targets) for item in items]
     for i, item in enumerate(items):
         language = getattr(detected[i], "language", fallback)
         for k, target in enumerate(item.targets):
             source = item.source or ("auto" if target.model else language)
             if source != target.language:  # a text already in the language asked for stays as it is
-                work.setdefault((source, target, item.html), []).append((i, k))
+                work.setdefault((source, target, item.html, item.terms), []).append((i, k))
 
-    async def group(key: tuple[str, Target, bool], places: list[tuple[int, int]]) -> None:
-        source, target, html = key
-        body = _request([items[i].text for i, _ in places], None if source == "auto" else source, target, html)
+    async def group(key: tuple[str, Target, bool, tuple[tuple[str, str], ...]], places: list[tuple[int, int]]) -> None:
+        source, target, html, terms = key
+        texts = [items[i].text for i, _ in places]
+        body = _request(texts, None if source == "auto" else source, target, html, terms)
         fields = groups[key] = {}
         done = await native.translate_texts(service, body, fields, links=links, client=client)
         for (i, k), out in zip(places, done.texts, strict=True):
@@ -560,7 +588,7 @@ async def translate(request: Request, service: Service) -> Response:
         aligned = _flag(params, "includeAlignment") and not html  # the markup's positions are not the words'
         lengths = _flag(params, "includeSentenceLength") and not html
         _flag(params, "allowFallback")
-        items = [Item(text, source, html, targets) for text in texts]
+        items = [Item.read(text, source, html, targets) for text in texts]
         detected, results = await _translate(service, items, client, aligned or lengths, suggested, groups)
     except (MicrosoftError, *CLIENT_ERRORS) as err:
         return _error(err)

@@ -340,3 +340,16 @@ def test_a_lookup_without_a_model_back_and_its_bounds(tmp_path: Path) -> None:
         assert (r.status_code, r.json()["error"]["code"]) == (400, 400050)
         r = s.client.post(lookup.replace("&to=de", ""), json=[{"Text": "a"}])
         assert (r.status_code, r.json()["error"]["code"]) == (400, 400036)
+
+
+def test_the_dynamic_dictionary_forces_a_phrases_translation_in_its_own_text(server: ThreadServer) -> None:
+    marked = 'Ask <mstrans:dictionary translation="Wort &amp; Co">wordomatic</mstrans:dictionary> now'
+    r = server.client.post(V3 + "&from=en&to=de", json=[{"Text": marked}, {"Text": "wordomatic again"}])
+    assert [item["translations"][0]["text"] for item in r.json()] == [
+        "now Wort & Co Ask",  # the fake's "wordomatic" replaced by the translation given
+        "again wordomatic",  # another text: the phrase is not in its dictionary
+    ], r.text
+    body = {"inputs": [{"text": marked, "language": "en", "targets": [{"language": "de"}]}]}
+    assert server.client.post(NEXT, json=body).json()["value"][0]["translations"][0]["text"] == "now Wort & Co Ask"
+    r = server.client.post(V3 + "&to=de", json=[{"Text": marked}])
+    assert (r.status_code, r.json()["error"]["code"]) == (400, 400035) and "send from" in r.json()["error"]["message"]
