@@ -300,9 +300,7 @@ async def detect(request: Request, service: Service) -> Response:
         if sum(len(t) for t in texts) > service.settings.max_chars:
             raise GoogleError(400, f"Text too long: at most {service.settings.max_chars} characters a request")
         detections = []
-        for text in texts:
-            found = await service.models.detect(text)
-            best = found[0] if found else None
+        for best in await detect_each(service, texts):
             detections.append(
                 [
                     {

@@ -654,7 +654,7 @@ async def detect(request: Request, service: Service) -> Response:
         _, body, _ = await _admitted(request, service)
         texts = _texts(body)
         _check_limits(service, texts)
-        found = await asyncio.gather(*(service.models.detect(text) for text in texts))
+        found = await service.models.detect_each(texts)
     except (MicrosoftError, *CLIENT_ERRORS) as err:
         return _error(err)
     served = frozenset(p.source for p in service.models.pairs())

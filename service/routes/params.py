@@ -5,7 +5,6 @@ in groups of one language."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -67,7 +66,7 @@ def _values(values: list[Any], keep_all: bool) -> Any:
 
 async def detect_each(service: ServiceState, texts: Sequence[str]) -> list[Detection | None]:
     """The likeliest language of each text on its own, among those served (None where nothing is detected)."""
-    found = await asyncio.gather(*(service.models.detect(text) for text in texts))
+    found = await service.models.detect_each(list(texts))
     return [detections[0] if detections else None for detections in found]
 
 

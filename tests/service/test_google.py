@@ -101,19 +101,28 @@ def test_too_many_or_too_long_texts_are_refused_before_any_detection(tmp_path: P
     bundle = write_fake_bundle(tmp_path / "en-de")
     with thread_server(settings_for(bundle, max_texts=2, max_chars=20), FakeLoader()) as s:
         detected = 0
-        original = s.service.models.detect
+        models = s.service.models
+        one, each = models.detect, models.detect_each
 
-        async def counting(text: str) -> object:
+        async def counting_one(text: str) -> object:
             nonlocal detected
             detected += 1
-            return await original(text)
+            return await one(text)
 
-        s.service.models.detect = counting  # type: ignore[method-assign]
+        async def counting_each(texts: list[str]) -> object:
+            nonlocal detected
+            detected += len(texts)
+            return await each(texts)
+
+        models.detect, models.detect_each = counting_one, counting_each  # type: ignore[method-assign]
         for q in (["a", "b", "c"], ["x" * 21]):
             for path in ("/language/translate/v2", "/language/translate/v2/detect"):
                 r = s.client.post(path, json={"q": q, "target": "de"})
                 assert r.status_code == 400 and "limit" in r.json()["error"]["message"], r.text
         assert detected == 0
+        for path in ("/language/translate/v2", "/language/translate/v2/detect"):  # within the limits: detected
+            assert s.client.post(path, json={"q": ["a", "b"], "target": "de"}).status_code == 200
+        assert detected == 4
 
 
 def test_the_key_is_asked_for_as_google_does(tmp_path: Path) -> None:
