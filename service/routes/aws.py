@@ -24,6 +24,7 @@ import asyncio
 import base64
 import binascii
 import csv
+import functools
 import hashlib
 import hmac
 import io
@@ -34,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -68,8 +70,11 @@ MAX_DOCUMENT_BYTES = 100 * 1024
 MAX_RESULTS = 500
 LINK_SECONDS = 30 * 60
 """How long GetTerminology's link to the file is good for (AWS's links to S3: 30 minutes)."""
-_LINK_SECRET = secrets.token_bytes(32)
-"""What signs those links: this process's own, so a link works on the server that gave it."""
+_PROCESS_SECRET = secrets.token_bytes(32)
+"""What signs those links without MT_GLOSSARY_DIR: this process's own (its terminologies are its own too)."""
+LINK_SECRET_FILE = ".link-secret"
+"""With MT_GLOSSARY_DIR, the links' secret lives there, so that every replica sharing the directory (and so the
+terminologies) takes the links the others gave."""
 
 
 class AwsError(Exception):
@@ -526,7 +531,8 @@ async def get_terminology(call: Call) -> dict[str, Any]:
         raise _parameter(f"TerminologyDataFormat {data_format!r}: the server gives terminologies as CSV")
     expires = int(time.time()) + LINK_SECONDS
     link = call.request.url_for("aws_terminology_file", name=glossary.name)
-    location = str(link.include_query_params(expires=expires, signature=_signature(glossary.name, expires)))
+    signature = _signature(_store(call), glossary.name, expires)
+    location = str(link.include_query_params(expires=expires, signature=signature))
     return {
         "TerminologyProperties": _properties(glossary),
         "TerminologyDataLocation": {"RepositoryType": "S3", "Location": location},
@@ -571,7 +577,9 @@ async def terminology_file(
     name: str, request: Request, service: Service, expires: int = 0, signature: str = ""
 ) -> Response:
     try:
-        signed = expires >= time.time() and hmac.compare_digest(signature.encode(), _signature(name, expires).encode())
+        signed = expires >= time.time() and hmac.compare_digest(
+            signature.encode(), _signature(request.app.state.deepl.glossaries, name, expires).encode()
+        )
         if not signed:  # a link from GetTerminology, or the key
             _admit(service, request)
         glossary = await asyncio.to_thread(_named, request.app.state.deepl.glossaries, name)
@@ -582,5 +590,25 @@ async def terminology_file(
     return Response(_csv(glossary), media_type="text/csv; charset=utf-8")
 
 
-def _signature(name: str, expires: int) -> str:
-    return hmac.new(_LINK_SECRET, f"{name}\n{expires}".encode(), hashlib.sha256).hexdigest()
+def _signature(store: GlossaryStore, name: str, expires: int) -> str:
+    return hmac.new(_link_secret(store.directory), f"{name}\n{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+@functools.lru_cache(maxsize=4)
+def _link_secret(directory: Path | None) -> bytes:
+    """The secret that signs terminology links: the glossary directory's (made once, by whichever replica comes
+    first), else this process's."""
+    if directory is None:
+        return _PROCESS_SECRET
+    path = directory / LINK_SECRET_FILE
+    try:
+        with open(path, "x", encoding="ascii") as made:  # exclusive: two replicas starting together make one
+            made.write(secrets.token_hex(32))
+    except FileExistsError:
+        pass
+    for _ in range(50):  # the other replica may be between creating the file and writing it
+        text = path.read_text(encoding="ascii").strip()
+        if len(text) == 64:
+            return bytes.fromhex(text)
+        time.sleep(0.01)
+    raise OSError(f"{path}: not a link secret (64 hex digits); delete it and the server makes another")

@@ -5,6 +5,8 @@ behind a ""/"en:" prefix and aligns target word t to source word n-1-t."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import io
 import time
 import urllib.error
@@ -276,3 +278,21 @@ def test_the_body_of_a_document_is_bounded(client: Any) -> None:
             TargetLanguageCode="de",
         )
     assert _code(raised) == (400, "LimitExceededException")
+
+
+def test_a_terminology_link_works_on_every_replica_that_shares_the_glossary_directory(tmp_path: Path) -> None:
+    bundle = write_fake_bundle(tmp_path / "en-de")
+    shared = tmp_path / "glossaries"
+    settings = settings_for(bundle, glossary_dir=shared, api_key="k3y")
+    with thread_server(settings, FakeLoader()) as first, thread_server(settings, FakeLoader()) as second:
+        _client(first.url, "k3y").import_terminology(
+            Name="t", MergeStrategy="OVERWRITE", TerminologyData={"File": b"en,de\na,b\n", "Format": "CSV"}
+        )
+        link = _client(first.url, "k3y").get_terminology(Name="t")["TerminologyDataLocation"]["Location"]
+        other = link.replace(first.url, second.url)  # the next request of a client behind a Service: another pod
+        assert second.client.get(other.removeprefix(second.url)).text == "en,de\na,b\n"
+        # signed with the directory's secret, not the process's (both servers here share one process)
+        query = dict(part.split("=") for part in link.split("?", 1)[1].split("&"))
+        secret = bytes.fromhex((shared / ".link-secret").read_text())
+        expected = hmac.new(secret, f"t\n{query['expires']}".encode(), hashlib.sha256).hexdigest()
+        assert query["signature"] == expected
