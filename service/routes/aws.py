@@ -333,16 +333,15 @@ async def translate_document(call: Call) -> dict[str, Any]:
     target = _language(call.fields, "TargetLanguageCode")
     _check_settings(call.fields)
     names = _names(call.fields)
-    if source == "auto":
-        raise _parameter("TranslateDocument needs SourceLanguageCode: auto is not taken for documents (as AWS)")
+    if source == "auto" and names:
+        raise _parameter("A terminology with a document needs its SourceLanguageCode: the document's is not known yet")
     entries, terminology = _terms(_store(call), names, source, target)
     options: dict[str, Any] = {"source_lang": source, "target_lang": target, "glossary": entries or None}
-    written, _ = await native.translate_file(
-        call.service, name, content, options, call.request.state.log_fields, client=call.client
-    )
+    fields = call.request.state.log_fields
+    written, _ = await native.translate_file(call.service, name, content, options, fields, client=call.client)
     answer: dict[str, Any] = {
         "TranslatedDocument": {"Content": base64.b64encode(written).decode()},
-        "SourceLanguageCode": source,
+        "SourceLanguageCode": fields.get("detected_language", source),  # auto: detected on the whole document
         "TargetLanguageCode": target,
     }
     if terminology is not None:

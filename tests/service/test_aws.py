@@ -148,10 +148,11 @@ def test_documents_come_back_translated_in_their_format(client: Any) -> None:
     assert html["TranslatedDocument"]["Content"] == b"<p>now. <b>Save</b> Click</p>"
     text = client.translate_document(
         Document={"Content": b"Open the file.\n\nSave it.\n", "ContentType": "text/plain"},
-        SourceLanguageCode="en",
+        SourceLanguageCode="auto",
         TargetLanguageCode="de",
     )
     assert text["TranslatedDocument"]["Content"] == b"file. the Open\n\nit. Save\n"
+    assert text["SourceLanguageCode"] == "en"  # detected on the document, as AWS does with auto
     written = io.BytesIO()
     document = docx.Document()
     document.add_paragraph("Open the file.")
