@@ -203,6 +203,10 @@ class GlossaryStore:
                     self._forget(gone)
             return sorted(self._glossaries.values(), key=lambda g: g.creation_time)
 
+    def named(self, name: str) -> StoredGlossary | None:
+        """The first glossary of that name (Amazon's and Google's APIs name glossaries; DeepL's gives them ids)."""
+        return next((g for g in self.all() if g.name == name), None)
+
     def add(self, glossary: StoredGlossary) -> None:
         if len(self) >= MAX_GLOSSARIES:
             raise StoreError(f"This server keeps at most {MAX_GLOSSARIES} glossaries: delete one first.")

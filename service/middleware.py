@@ -234,12 +234,13 @@ class Shed:
         elif shape == "aws":  # the key is the signature's access key id
             found = re.search(rb"Credential=([^/,\s]+)/", headers.get(b"authorization", b""))
             given = found.group(1) if found else headers.get(b"x-api-key", b"")
-        elif shape in ("google", "microsoft"):  # a key in the query, the API's own header, ours, or a bearer token
+        elif shape in ("google", "microsoft"):  # in the query, the API's own header, ours, or a bearer token
+            google = shape == "google"
             scheme, _, bearer = headers.get(b"authorization", b"").partition(b" ")
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-            name, header = ("key", b"x-goog-api-key") if shape == "google" else ("Subscription-Key", b"")
-            given = headers.get(b"ocp-apim-subscription-key", b"") if shape == "microsoft" else b""
-            given = given or (query.get(name) or [""])[-1].encode("latin-1") or headers.get(header, b"")
+            in_query = (query.get("key" if google else "Subscription-Key") or [""])[-1].encode("latin-1")
+            own = headers.get(b"x-goog-api-key" if google else b"ocp-apim-subscription-key", b"")
+            given = (in_query or own) if google else (own or in_query)
             given = given or headers.get(b"x-api-key", b"") or (bearer.strip() if scheme.lower() == b"bearer" else b"")
         else:
             return False

@@ -185,7 +185,8 @@ class Models:
 
     async def detect_each(self, texts: list[str]) -> list[list[Detection]]:
         """``detect`` for each text, in one trip to a worker thread (a page's text nodes are many short texts)."""
-        return await asyncio.to_thread(lambda: [detector_for(self.languages()).detect(text) for text in texts])
+        detector = detector_for(self.languages())
+        return await asyncio.to_thread(lambda: [detector.detect(text) for text in texts])
 
     def ready(self) -> bool:
         return not self.draining and all(s.current is not None for s in self.slots)

@@ -43,13 +43,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from core.office import xml_parser
-from inference.glossary import MAX_TERMS, Glossary
+from inference.glossary import MAX_TERMS
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import CLIENT_ERRORS, ApiError, as_api_error
 from service.glossary_store import Dictionary, GlossaryStore, StoredGlossary, StoreError
 from service.keys import Client, KeyRefused
 from service.routes import translate as native
+from service.routes.deepl import glossaries
 from service.schemas import TranslateRequest
 
 router = APIRouter(prefix="/aws", tags=["Amazon-compatible"])
@@ -265,7 +266,7 @@ def _terms(store: GlossaryStore, names: list[str], source: str, target: str) -> 
     """The entries of the named terminology for the pair (none if it has no dictionary for it), and its name."""
     if not names:
         return {}, None
-    glossary = _named(store, names[0])
+    glossary = store.named(names[0])
     if glossary is None:
         raise AwsError("ResourceNotFoundException", 404, f"The terminology {names[0]!r} does not exist")
     dictionary = glossary.dictionary(source, target)
@@ -276,7 +277,8 @@ def _applied(name: str | None, entries: dict[str, str], text: str) -> list[dict[
     """AWS's ``AppliedTerminologies``: the terminology's terms found in the text."""
     if name is None:
         return []
-    found = Glossary(entries).find(text) if entries else []
+    compiled = native.glossary_for(None, tuple(entries.items()))  # the one the translation compiled (cached)
+    found = compiled.find(text) if compiled is not None else []
     sources = {source.casefold(): source for source in entries}
     terms = {(sources.get(text[t.start : t.end].casefold(), text[t.start : t.end]), t.target) for t in found}
     return [{"Name": name, "Terms": [{"SourceText": s, "TargetText": t} for s, t in sorted(terms)]}]
@@ -377,12 +379,7 @@ async def list_languages(call: Call) -> dict[str, Any]:
 
 
 def _store(call: Call) -> GlossaryStore:
-    store: GlossaryStore = call.request.app.state.deepl.glossaries
-    return store
-
-
-def _named(store: GlossaryStore, name: str) -> StoredGlossary | None:
-    return next((g for g in store.all() if g.name == name), None)
+    return glossaries(call.request)
 
 
 def _terminology_name(fields: dict[str, Any]) -> str:
@@ -411,7 +408,7 @@ def _rows(data: bytes, data_format: str) -> list[list[str]]:
         lang = "{http://www.w3.org/XML/1998/namespace}lang"
         units = [
             {
-                str(tuv.get(lang) or tuv.get("lang") or "").lower(): "".join(tuv.findtext("seg") or "").strip()
+                str(tuv.get(lang) or tuv.get("lang") or "").lower(): (tuv.findtext("seg") or "").strip()
                 for tuv in unit.iter("tuv")
             }
             for unit in root.iter("tu")
@@ -505,7 +502,7 @@ async def import_terminology(call: Call) -> dict[str, Any]:
         raise _parameter("Directionality must be UNI or MULTI")
     dictionaries = _dictionaries(_rows(raw, str(data.get("Format"))), directionality)
     store = _store(call)
-    existing = await asyncio.to_thread(_named, store, name)
+    existing = await asyncio.to_thread(store.named, name)
     if existing is None:
         glossary = StoredGlossary.new(name, dictionaries)
         await asyncio.to_thread(store.add, glossary)
@@ -517,7 +514,7 @@ async def import_terminology(call: Call) -> dict[str, Any]:
 
 async def _existing(call: Call) -> StoredGlossary:
     name = _terminology_name(call.fields)
-    glossary = await asyncio.to_thread(_named, _store(call), name)
+    glossary = await asyncio.to_thread(_store(call).named, name)
     if glossary is None:
         raise AwsError("ResourceNotFoundException", 404, f"The terminology {name!r} does not exist")
     return glossary
@@ -577,11 +574,11 @@ async def terminology_file(
 ) -> Response:
     try:
         signed = expires >= time.time() and hmac.compare_digest(
-            signature.encode(), _signature(request.app.state.deepl.glossaries, name, expires).encode()
+            signature.encode(), _signature(glossaries(request), name, expires).encode()
         )
         if not signed:  # a link from GetTerminology, or the key
             _admit(service, request)
-        glossary = await asyncio.to_thread(_named, request.app.state.deepl.glossaries, name)
+        glossary = await asyncio.to_thread(glossaries(request).named, name)
         if glossary is None:
             raise AwsError("ResourceNotFoundException", 404, f"The terminology {name!r} does not exist")
     except AwsError as err:

@@ -1112,3 +1112,8 @@ class DeepLState:
 def _state(request: Request) -> DeepLState:
     state: DeepLState = request.app.state.deepl
     return state
+
+
+def glossaries(request: Request) -> GlossaryStore:
+    """The server's glossaries (DeepL's, which Amazon's terminologies and Google's v3 glossaries are too)."""
+    return _state(request).glossaries

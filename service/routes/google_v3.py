@@ -35,9 +35,10 @@ from core.documents import KINDS
 from service.deps import Service, ServiceState
 from service.detection import language_name
 from service.errors import CLIENT_ERRORS
-from service.glossary_store import GlossaryStore, StoredGlossary
+from service.glossary_store import StoredGlossary
 from service.keys import Client
 from service.routes import translate as native
+from service.routes.deepl import glossaries
 from service.routes.google import GoogleError, check_key, error_response, translate_each
 from service.routes.params import log_groups
 from service.schemas import TranslateRequest
@@ -130,11 +131,6 @@ def _html(body: dict[str, Any]) -> bool:
     return kind == "text/html"
 
 
-def _store(request: Request) -> GlossaryStore:
-    store: GlossaryStore = request.app.state.deepl.glossaries
-    return store
-
-
 def _glossary(request: Request, body: dict[str, Any], source: str | None, target: str) -> dict[str, str] | None:
     """The entries of ``glossaryConfig``'s glossary for the pair; None without one."""
     config = body.get("glossaryConfig")
@@ -144,17 +140,13 @@ def _glossary(request: Request, body: dict[str, Any], source: str | None, target
         raise GoogleError(400, "Invalid value at 'glossary_config': {glossary: projects/P/locations/L/glossaries/G}")
     if source is None:
         raise GoogleError(400, "sourceLanguageCode is required when a glossary is used.")
-    glossary = _named(_store(request), config["glossary"].rsplit("/", 1)[-1])
+    glossary = glossaries(request).named(config["glossary"].rsplit("/", 1)[-1])
     if glossary is None:
         raise GoogleError(404, f"Glossary not found: {config['glossary']}")
     dictionary = glossary.dictionary(source, target)
     if dictionary is None:
         raise GoogleError(400, f"The glossary {glossary.name!r} has no entries for {source}->{target}.")
     return dict(dictionary.entries)
-
-
-def _named(store: GlossaryStore, name: str) -> StoredGlossary | None:
-    return next((g for g in store.all() if g.name == name), None)
 
 
 def _request(
@@ -417,7 +409,7 @@ def _glossary_route(operation_id: str, summary: str, answer: str, *codes: int) -
 async def _existing(request: Request, service: ServiceState, name: str) -> StoredGlossary:
     """The glossary of that name (the request admitted first), or GoogleError 404."""
     await _admitted(request, service)
-    glossary = await asyncio.to_thread(_named, _store(request), name)
+    glossary = await asyncio.to_thread(glossaries(request).named, name)
     if glossary is None:
         raise GoogleError(404, f"Glossary not found: {name}")
     return glossary
@@ -434,8 +426,8 @@ async def list_glossaries(request: Request, service: Service) -> Response:
         await _admitted(request, service)
     except (GoogleError, *CLIENT_ERRORS) as err:
         return error_response(err)
-    glossaries = await asyncio.to_thread(_store(request).all)
-    return JSONResponse({"glossaries": [_info(g, request) for g in glossaries if NAME.match(g.name)]})
+    stored = await asyncio.to_thread(glossaries(request).all)
+    return JSONResponse({"glossaries": [_info(g, request) for g in stored if NAME.match(g.name)]})
 
 
 @router.get(
@@ -462,7 +454,7 @@ async def get_glossary(name: str, request: Request, service: Service) -> Respons
 async def delete_glossary(name: str, request: Request, service: Service) -> Response:
     try:
         glossary = await _existing(request, service, name)
-        await asyncio.to_thread(_store(request).remove, glossary.glossary_id)
+        await asyncio.to_thread(glossaries(request).remove, glossary.glossary_id)
     except (GoogleError, *CLIENT_ERRORS) as err:
         return error_response(err)
     info = _info(glossary, request)

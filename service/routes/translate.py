@@ -513,14 +513,14 @@ def _prepare(
 def _terms(server: Glossary | None, entries: dict[str, str] | None, readings: list[Reading]) -> list[list[Term]]:
     """Each sentence's glossary terms (the server's for the pair, the request's added over them), found in the text
     the model reads (its literals already placeholders)."""
-    glossary = _glossary_for(server, tuple(entries.items()) if entries else ())
+    glossary = glossary_for(server, tuple(entries.items()) if entries else ())
     if glossary is None:
         return [[] for _ in readings]
     return [glossary.find(reading.protected.text) for reading in readings]
 
 
 @functools.lru_cache(maxsize=64)
-def _glossary_for(server: Glossary | None, entries: tuple[tuple[str, str], ...]) -> Glossary | None:
+def glossary_for(server: Glossary | None, entries: tuple[tuple[str, str], ...]) -> Glossary | None:
     """The glossary a request gets, compiled once for the clients that send the same one again (compiling a large
     glossary costs far more than searching a sentence with it)."""
     glossary = server.updated(dict(entries)) if server is not None else Glossary(dict(entries)) if entries else None
